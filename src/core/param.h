@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Every runtime parameter, declared once: name, type, default, one line of doc. The value comes
+ * from the environment variable SOFTRDMA_<NAME> (upper case), else the default. `softrdma
+ * params` prints this table. Add a parameter here and nowhere else.
+ *
+ * Types: INT (long, decimal or 0x hex, optional k/m/g suffix), BOOL (0/1/yes/no/on/off/true/
+ * false), STR (string; "" = unset).
+ */
+#ifndef SR_CORE_PARAM_H
+#define SR_CORE_PARAM_H
+
+#include <stdbool.h>
+
+#define SR_PARAM_LIST(X)                                                                        \
+	X(netdev, STR, "", "comma list of interfaces; one device per entry (softrdma0, softrdma1..), bound to its IP address; empty: one loopback device") \
+	X(addr, STR, "", "bind the (first) device to this IP address instead of an interface's (IPv4 or IPv6)") \
+	X(port, INT, 4791, "UDP port of the (first) device; when busy, another port is picked and encoded in the GID") \
+	X(mtu, INT, 0, "largest RoCE path MTU the port offers (256..4096); 0: derived from the interface MTU") \
+	X(fault, STR, "", "transmit fault injection, e.g. drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=1") \
+	X(pcap, STR, "", "write every packet sent and received, with IP/UDP headers, to this pcap file (%p: pid)") \
+	X(pin, BOOL, 0, "lock registered memory (mlock); then RLIMIT_MEMLOCK applies and reg_mr may fail with ENOMEM") \
+	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \
+	X(log, STR, "warn", "log level: error, warn, info, debug") \
+	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
+	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
+	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
+	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
+	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \
+	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \
+	X(sndbuf, INT, 4194304, "UDP socket send buffer size requested, bytes") \
+	X(stats_dir, STR, "/dev/shm", "directory of the live counter files read by `softrdma stat`") \
+	X(stats_dump, STR, "", "at process exit, append every device's counters to this file (%p: pid)") \
+	X(max_qp, INT, 16384, "largest number of QPs per device") \
+	X(max_mr, INT, 65536, "largest number of MRs per device") \
+	X(max_cqe, INT, 4194304, "largest CQ size")
+
+enum sr_param_type { SR_PT_INT, SR_PT_BOOL, SR_PT_STR };
+
+struct sr_params {
+#define SR_PARAM_FIELD_INT long
+#define SR_PARAM_FIELD_BOOL bool
+#define SR_PARAM_FIELD_STR const char *
+#define SR_PARAM_FIELD(name, type, def, doc) SR_PARAM_FIELD_##type name;
+	SR_PARAM_LIST(SR_PARAM_FIELD)
+#undef SR_PARAM_FIELD
+};
+
+/* The values, loaded from the environment at the first call of sr_params() (thread-safe). */
+const struct sr_params *sr_params(void);
+
+/* Table access for `softrdma params`. */
+struct sr_param_desc {
+	const char *name;
+	enum sr_param_type type;
+	const char *def;	/* the default, as text */
+	const char *doc;
+};
+extern const struct sr_param_desc sr_param_table[];
+extern const int sr_param_count;
+/* Current value as text (for `softrdma params`); buf of at least 256 bytes. */
+const char *sr_param_value_str(int index, char *buf, int len);
+
+#endif /* SR_CORE_PARAM_H */

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-device counters. Each soft NIC keeps them in a small shared-memory file
+ * (<stats_dir>/softrdma-<uid>/<pid>-<dev>.stat) so that `softrdma stat` reads a live process's
+ * counters without asking it anything. The file is self-describing (see include/softrdma/stats.h
+ * for its layout), so the CLI does not depend on this list's order.
+ */
+#ifndef SR_CORE_STATS_H
+#define SR_CORE_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SR_STAT_LIST(X)                                                               \
+	X(tx_packets, "packets transmitted (after fault injection)")                \
+	X(tx_bytes, "UDP payload bytes transmitted")                                \
+	X(rx_packets, "packets received")                                           \
+	X(rx_bytes, "UDP payload bytes received")                                   \
+	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
+	X(retransmits, "request packets sent again (go-back-N)")                  \
+	X(retry_timeouts, "retransmit timer expiries")                              \
+	X(retry_exceeded, "WRs completed with RETRY_EXC_ERR")                       \
+	X(rnr_naks_sent, "RNR NAKs sent (no receive WQE)")                          \
+	X(rnr_naks_rcvd, "RNR NAKs received")                                       \
+	X(rnr_retry_exceeded, "WRs completed with RNR_RETRY_EXC_ERR")               \
+	X(seq_naks_sent, "PSN sequence error NAKs sent")                            \
+	X(seq_naks_rcvd, "PSN sequence error NAKs received")                        \
+	X(access_naks_sent, "remote access error NAKs sent (bad rkey, bounds, rights)") \
+	X(inv_req_naks_sent, "invalid request NAKs sent")                           \
+	X(op_naks_sent, "remote operational error NAKs sent")                       \
+	X(naks_rcvd, "other NAKs received (access, invalid request, operational)") \
+	X(dup_requests, "duplicate request packets (re-ACKed or replayed)")         \
+	X(acks_sent, "ACK packets sent")                                            \
+	X(acks_rcvd, "ACK packets received")                                        \
+	X(drop_short, "dropped: too short for its headers")                         \
+	X(drop_opcode, "dropped: invalid or unsupported opcode")                    \
+	X(drop_tver, "dropped: BTH transport version not 0")                        \
+	X(drop_pad, "dropped: bad pad count")                                       \
+	X(drop_icrc, "dropped: ICRC mismatch")                                      \
+	X(drop_qpn, "dropped: no such destination QP")                              \
+	X(drop_qp_type, "dropped: opcode class does not match the QP type")        \
+	X(drop_qp_state, "dropped: QP not in a state that accepts the packet")     \
+	X(drop_src, "dropped: source address/QP is not the QP's peer")             \
+	X(drop_pkey, "dropped: P_Key mismatch")                                     \
+	X(drop_qkey, "dropped: Q_Key mismatch (UD)")                                \
+	X(drop_psn, "dropped: out-of-sequence PSN (after a NAK) or stale response") \
+	X(drop_unexpected, "dropped: response with nothing outstanding / bad length") \
+	X(drop_uc_msg, "dropped: UC packets of a message already broken by loss")  \
+	X(drop_no_rwqe, "dropped: UD/UC message with no receive WQE")             \
+	X(drop_too_long, "dropped: message longer than the receive buffer (UD/UC)") \
+	X(cq_overflow, "completions lost to a full CQ (CQ error event raised)")   \
+	X(fault_drop, "fault injection: packets dropped")                          \
+	X(fault_dup, "fault injection: packets duplicated")                        \
+	X(fault_reorder, "fault injection: packets delayed behind the next one")   \
+	X(fault_corrupt, "fault injection: packets corrupted")                     \
+	X(async_events, "asynchronous events raised")
+
+enum sr_stat {
+#define SR_STAT_ENUM(name, doc) SR_STAT_##name,
+	SR_STAT_LIST(SR_STAT_ENUM)
+#undef SR_STAT_ENUM
+	SR_STAT_MAX
+};
+
+struct sr_stats {
+	_Atomic uint64_t *v;	/* SR_STAT_MAX counters (inside the shared file, or private memory) */
+	void *map;		/* the mapping, NULL when private */
+	size_t map_len;
+	char path[256];
+};
+
+extern const char *const sr_stat_name[SR_STAT_MAX];
+extern const char *const sr_stat_doc[SR_STAT_MAX];
+
+/* Creates the shared counter file for device `devname` of this process (falls back to private
+ * memory when the directory is not writable). Never fails: counters are always usable. */
+void sr_stats_open(struct sr_stats *s, const char *devname, const char *ident);
+/* Removes the file (and appends the final counters to stats_dump when that is set). */
+void sr_stats_close(struct sr_stats *s, const char *devname);
+
+static inline void sr_stat_add(struct sr_stats *s, enum sr_stat k, uint64_t n)
+{
+	atomic_fetch_add_explicit(&s->v[k], n, memory_order_relaxed);
+}
+static inline void sr_stat_inc(struct sr_stats *s, enum sr_stat k) { sr_stat_add(s, k, 1); }
+static inline uint64_t sr_stat_get(struct sr_stats *s, enum sr_stat k)
+{
+	return atomic_load_explicit(&s->v[k], memory_order_relaxed);
+}
+
+#endif /* SR_CORE_STATS_H */

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * InfiniBand transport headers as carried by RoCEv2 (IBA vol 1, ch. 9; RoCEv2 annex A17).
+ *
+ * One packed struct per header, each with a _Static_assert on its wire size. Byte order lives
+ * only in the accessors below: callers never touch a multi-byte field directly.
+ * Pure code: this directory includes nothing of the project.
+ */
+#ifndef SR_WIRE_HDR_H
+#define SR_WIRE_HDR_H
+
+#include <endian.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SR_ROCEV2_UDP_PORT 4791
+
+/* Header lengths in bytes. */
+enum {
+	SR_BTH_LEN = 12,
+	SR_RDETH_LEN = 4,
+	SR_DETH_LEN = 8,
+	SR_XRCETH_LEN = 4,
+	SR_RETH_LEN = 16,
+	SR_ATMETH_LEN = 28,
+	SR_AETH_LEN = 4,
+	SR_ATMACK_LEN = 8,
+	SR_IMMDT_LEN = 4,
+	SR_IETH_LEN = 4,
+	SR_FETH_LEN = 4,
+	SR_ICRC_LEN = 4,
+};
+
+/* Unaligned big-endian loads and stores. */
+static inline uint16_t sr_ld_be16(const void *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
+static inline uint32_t sr_ld_be32(const void *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
+static inline uint64_t sr_ld_be64(const void *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
+static inline void sr_st_be16(void *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
+static inline void sr_st_be32(void *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
+static inline void sr_st_be64(void *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
+static inline uint32_t sr_ld_le32(const void *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static inline void sr_st_le32(void *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+
+/* ---- BTH: Base Transport Header (IBA 9.2) ---------------------------------------------- */
+struct sr_bth {
+	uint8_t opcode;
+	uint8_t flags;		/* SE(1) MigReq(1) PadCnt(2) TVer(4) */
+	uint8_t pkey[2];
+	uint8_t qpn[4];		/* resv8a: FECN(1) BECN(1) resv6 | DestQP(24) */
+	uint8_t apsn[4];	/* AckReq(1) resv7 | PSN(24) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
+
+#define SR_BTH_SE 0x80
+#define SR_BTH_MIG 0x40
+#define SR_BTH_PAD_SHIFT 4
+#define SR_BTH_PAD_MASK 0x30
+#define SR_BTH_TVER_MASK 0x0f
+#define SR_BTH_FECN 0x80000000u
+#define SR_BTH_BECN 0x40000000u
+#define SR_BTH_QPN_MASK 0x00ffffffu
+#define SR_BTH_ACKREQ 0x80000000u
+#define SR_BTH_PSN_MASK 0x00ffffffu
+#define SR_DEFAULT_PKEY 0xffff
+#define SR_QPN_MULTICAST 0xffffff
+
+static inline uint8_t sr_bth_opcode(const struct sr_bth *b) { return b->opcode; }
+static inline bool sr_bth_se(const struct sr_bth *b) { return b->flags & SR_BTH_SE; }
+static inline bool sr_bth_mig(const struct sr_bth *b) { return b->flags & SR_BTH_MIG; }
+static inline unsigned sr_bth_pad(const struct sr_bth *b) { return (b->flags & SR_BTH_PAD_MASK) >> SR_BTH_PAD_SHIFT; }
+static inline unsigned sr_bth_tver(const struct sr_bth *b) { return b->flags & SR_BTH_TVER_MASK; }
+static inline uint16_t sr_bth_pkey(const struct sr_bth *b) { return sr_ld_be16(b->pkey); }
+static inline uint32_t sr_bth_qpn(const struct sr_bth *b) { return sr_ld_be32(b->qpn) & SR_BTH_QPN_MASK; }
+static inline bool sr_bth_fecn(const struct sr_bth *b) { return sr_ld_be32(b->qpn) & SR_BTH_FECN; }
+static inline bool sr_bth_becn(const struct sr_bth *b) { return sr_ld_be32(b->qpn) & SR_BTH_BECN; }
+static inline bool sr_bth_ackreq(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_ACKREQ; }
+static inline uint32_t sr_bth_psn(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_PSN_MASK; }
+
+/* Writes a whole BTH. Reserved bits are written as zero (IBA: sent as 0, ignored on receive). */
+static inline void sr_bth_build(struct sr_bth *b, uint8_t opcode, bool se, bool mig, unsigned pad,
+				uint16_t pkey, uint32_t qpn, bool ackreq, uint32_t psn)
+{
+	b->opcode = opcode;
+	b->flags = (se ? SR_BTH_SE : 0) | (mig ? SR_BTH_MIG : 0) |
+		   ((pad << SR_BTH_PAD_SHIFT) & SR_BTH_PAD_MASK); /* TVer = 0 */
+	sr_st_be16(b->pkey, pkey);
+	sr_st_be32(b->qpn, qpn & SR_BTH_QPN_MASK);
+	sr_st_be32(b->apsn, (ackreq ? SR_BTH_ACKREQ : 0) | (psn & SR_BTH_PSN_MASK));
+}
+static inline void sr_bth_set_psn(struct sr_bth *b, uint32_t psn)
+{
+	sr_st_be32(b->apsn, (sr_ld_be32(b->apsn) & SR_BTH_ACKREQ) | (psn & SR_BTH_PSN_MASK));
+}
+static inline void sr_bth_set_ackreq(struct sr_bth *b, bool ackreq)
+{
+	sr_st_be32(b->apsn, (ackreq ? SR_BTH_ACKREQ : 0) | sr_bth_psn(b));
+}
+
+/* ---- RETH: RDMA Extended Transport Header (9.3.3) -------------------------------------- */
+struct sr_reth {
+	uint8_t va[8];
+	uint8_t rkey[4];
+	uint8_t len[4];
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_reth) == SR_RETH_LEN, "RETH is 16 bytes");
+static inline uint64_t sr_reth_va(const struct sr_reth *h) { return sr_ld_be64(h->va); }
+static inline uint32_t sr_reth_rkey(const struct sr_reth *h) { return sr_ld_be32(h->rkey); }
+static inline uint32_t sr_reth_len(const struct sr_reth *h) { return sr_ld_be32(h->len); }
+static inline void sr_reth_build(struct sr_reth *h, uint64_t va, uint32_t rkey, uint32_t len)
+{
+	sr_st_be64(h->va, va);
+	sr_st_be32(h->rkey, rkey);
+	sr_st_be32(h->len, len);
+}
+
+/* ---- AtomicETH (9.3.4) ------------------------------------------------------------------ */
+struct sr_atmeth {
+	uint8_t va[8];
+	uint8_t rkey[4];
+	uint8_t swap_add[8];
+	uint8_t compare[8];
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_atmeth) == SR_ATMETH_LEN, "AtomicETH is 28 bytes");
+static inline uint64_t sr_atmeth_va(const struct sr_atmeth *h) { return sr_ld_be64(h->va); }
+static inline uint32_t sr_atmeth_rkey(const struct sr_atmeth *h) { return sr_ld_be32(h->rkey); }
+static inline uint64_t sr_atmeth_swap_add(const struct sr_atmeth *h) { return sr_ld_be64(h->swap_add); }
+static inline uint64_t sr_atmeth_compare(const struct sr_atmeth *h) { return sr_ld_be64(h->compare); }
+static inline void sr_atmeth_build(struct sr_atmeth *h, uint64_t va, uint32_t rkey,
+				   uint64_t swap_add, uint64_t compare)
+{
+	sr_st_be64(h->va, va);
+	sr_st_be32(h->rkey, rkey);
+	sr_st_be64(h->swap_add, swap_add);
+	sr_st_be64(h->compare, compare);
+}
+
+/* ---- AETH: ACK Extended Transport Header (9.3.5) ----------------------------------------- */
+struct sr_aeth {
+	uint8_t smsn[4];	/* Syndrome(8) | MSN(24) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_aeth) == SR_AETH_LEN, "AETH is 4 bytes");
+
+/* Syndrome: bits 6..5 select the type, bits 4..0 the value (IBA table 44). */
+#define SR_AETH_TYPE_MASK 0x60
+#define SR_AETH_ACK 0x00		/* value = credit count; 0x1f = invalid (no flow control) */
+#define SR_AETH_RNR_NAK 0x20		/* value = RNR timer code */
+#define SR_AETH_NAK 0x60		/* value = NAK code below */
+#define SR_AETH_VALUE_MASK 0x1f
+#define SR_AETH_ACK_UNLIMITED 0x1f
+enum sr_nak_code {
+	SR_NAK_PSN_SEQ_ERR = 0,
+	SR_NAK_INVALID_REQ = 1,
+	SR_NAK_REM_ACCESS_ERR = 2,
+	SR_NAK_REM_OP_ERR = 3,
+	SR_NAK_INVALID_RD_REQ = 4,
+};
+#define SR_MSN_MASK 0x00ffffffu
+static inline uint8_t sr_aeth_syndrome(const struct sr_aeth *h) { return h->smsn[0]; }
+static inline uint32_t sr_aeth_msn(const struct sr_aeth *h) { return sr_ld_be32(h->smsn) & SR_MSN_MASK; }
+static inline void sr_aeth_build(struct sr_aeth *h, uint8_t syndrome, uint32_t msn)
+{
+	sr_st_be32(h->smsn, ((uint32_t)syndrome << 24) | (msn & SR_MSN_MASK));
+}
+
+/* ---- AtomicAckETH (9.3.6) ---------------------------------------------------------------- */
+struct sr_atmack {
+	uint8_t orig[8];
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_atmack) == SR_ATMACK_LEN, "AtomicAckETH is 8 bytes");
+static inline uint64_t sr_atmack_orig(const struct sr_atmack *h) { return sr_ld_be64(h->orig); }
+static inline void sr_atmack_build(struct sr_atmack *h, uint64_t orig) { sr_st_be64(h->orig, orig); }
+
+/* ---- ImmDt (9.3.7). Kept in network order: ibv_wc.imm_data is __be32. ------------------- */
+struct sr_immdt {
+	uint8_t imm[4];
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_immdt) == SR_IMMDT_LEN, "ImmDt is 4 bytes");
+static inline uint32_t sr_immdt_raw(const struct sr_immdt *h) { uint32_t v; memcpy(&v, h->imm, 4); return v; }
+static inline void sr_immdt_build_raw(struct sr_immdt *h, uint32_t be_imm) { memcpy(h->imm, &be_imm, 4); }
+
+/* ---- IETH: Invalidate ETH (9.3.8) --------------------------------------------------------- */
+struct sr_ieth {
+	uint8_t rkey[4];
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_ieth) == SR_IETH_LEN, "IETH is 4 bytes");
+static inline uint32_t sr_ieth_rkey(const struct sr_ieth *h) { return sr_ld_be32(h->rkey); }
+static inline void sr_ieth_build(struct sr_ieth *h, uint32_t rkey) { sr_st_be32(h->rkey, rkey); }
+
+/* ---- DETH: Datagram ETH (9.3.2) ----------------------------------------------------------- */
+struct sr_deth {
+	uint8_t qkey[4];
+	uint8_t sqp[4];		/* resv8 | SrcQP(24) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_deth) == SR_DETH_LEN, "DETH is 8 bytes");
+static inline uint32_t sr_deth_qkey(const struct sr_deth *h) { return sr_ld_be32(h->qkey); }
+static inline uint32_t sr_deth_sqp(const struct sr_deth *h) { return sr_ld_be32(h->sqp) & SR_BTH_QPN_MASK; }
+static inline void sr_deth_build(struct sr_deth *h, uint32_t qkey, uint32_t sqp)
+{
+	sr_st_be32(h->qkey, qkey);
+	sr_st_be32(h->sqp, sqp & SR_BTH_QPN_MASK);
+}
+
+/* ---- XRCETH (9.3.9 in IBA 1.2.1 XRC annex) -------------------------------------------------- */
+struct sr_xrceth {
+	uint8_t srqn[4];	/* resv8 | XRCSRQ(24) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_xrceth) == SR_XRCETH_LEN, "XRCETH is 4 bytes");
+static inline uint32_t sr_xrceth_srqn(const struct sr_xrceth *h) { return sr_ld_be32(h->srqn) & SR_BTH_QPN_MASK; }
+static inline void sr_xrceth_build(struct sr_xrceth *h, uint32_t srqn) { sr_st_be32(h->srqn, srqn & SR_BTH_QPN_MASK); }
+
+/* ---- FETH: FLUSH Extended Transport Header (IBA 1.5 / memory placement extensions) -------- */
+struct sr_feth {
+	uint8_t bits[4];	/* resv26 | SEL(2) bits 5..4 | PLT(4) bits 3..0 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_feth) == SR_FETH_LEN, "FETH is 4 bytes");
+#define SR_FETH_PLT_MASK 0x0fu	/* placement type: 1 global visibility, 2 persistence */
+#define SR_FETH_SEL_SHIFT 4
+#define SR_FETH_SEL_MASK 0x30u	/* selectivity level (range or whole MR; values: see the memory: issue) */
+static inline unsigned sr_feth_plt(const struct sr_feth *h) { return sr_ld_be32(h->bits) & SR_FETH_PLT_MASK; }
+static inline unsigned sr_feth_sel(const struct sr_feth *h) { return (sr_ld_be32(h->bits) & SR_FETH_SEL_MASK) >> SR_FETH_SEL_SHIFT; }
+static inline void sr_feth_build(struct sr_feth *h, unsigned sel, unsigned plt)
+{
+	sr_st_be32(h->bits, ((sel << SR_FETH_SEL_SHIFT) & SR_FETH_SEL_MASK) | (plt & SR_FETH_PLT_MASK));
+}
+
+#endif /* SR_WIRE_HDR_H */

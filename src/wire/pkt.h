@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Parsing one received RoCEv2 UDP payload (BTH .. ICRC) into a validated view. The parser only
+ * checks what the bytes themselves say (length, opcode, version, pad); transport rules (PSN, QP
+ * state, keys) belong to the engine.
+ */
+#ifndef SR_WIRE_PKT_H
+#define SR_WIRE_PKT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hdr.h"
+#include "opcode.h"
+
+/* Why a packet was rejected by the parser. Stable order: used as counter indexes. */
+#define SR_PARSE_ERRORS(X)                                                  \
+	X(OK, "valid")                                                      \
+	X(SHORT, "shorter than BTH + ICRC or than its opcode's headers")   \
+	X(BAD_OPCODE, "opcode not valid for RoCEv2 / not supported")       \
+	X(BAD_TVER, "BTH transport header version is not 0")              \
+	X(BAD_PAD, "pad count larger than the payload or payload on a no-payload opcode") \
+	X(BAD_ICRC, "ICRC does not match")
+
+enum sr_parse_err {
+#define SR_PE_ENUM(n, d) SR_PE_##n,
+	SR_PARSE_ERRORS(SR_PE_ENUM)
+#undef SR_PE_ENUM
+	SR_PE_COUNT
+};
+extern const char *const sr_parse_err_name[SR_PE_COUNT];
+
+struct sr_pkt {
+	uint8_t *hdr;		/* start of the BTH */
+	uint32_t len;		/* BTH through ICRC */
+	uint32_t mask;		/* sr_opcode[opcode].mask */
+	uint8_t opcode;
+	uint8_t pad;
+	uint8_t hdr_len;	/* sr_opcode[opcode].length */
+	uint32_t qpn;		/* destination QP */
+	uint32_t psn;
+	bool ackreq;
+	bool se;
+	uint32_t paylen;	/* payload bytes, pad excluded */
+};
+
+/* Fills p from buf[0..len). Does not check the ICRC (the caller knows the IP/UDP tuple). */
+enum sr_parse_err sr_pkt_parse(struct sr_pkt *p, void *buf, size_t len);
+
+static inline void *sr_pkt_h(const struct sr_pkt *p, enum sr_hdr_id h)
+{
+	return p->hdr + sr_opcode[p->opcode].offset[h];
+}
+static inline void *sr_pkt_payload(const struct sr_pkt *p) { return p->hdr + p->hdr_len; }
+static inline const struct sr_bth *sr_pkt_bth(const struct sr_pkt *p) { return (const struct sr_bth *)p->hdr; }
+
+#endif /* SR_WIRE_PKT_H */
