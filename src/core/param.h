@@ -30,7 +30,7 @@
 	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \
 	X(sndbuf, INT, 4194304, "UDP socket send buffer size requested, bytes") \
 	X(stats_dir, STR, "/dev/shm", "directory of the live counter files read by `softrdma stat`") \
-	X(stats_dump, STR, "", "at process exit, append every device's counters to this file (%p: pid)") \
+	X(stats_dump, STR, "", "when a device closes (or the process exits), append its non-zero counters to this file (%p: pid)") \
 	X(max_qp, INT, 16384, "largest number of QPs per device") \
 	X(max_mr, INT, 65536, "largest number of MRs per device") \
 	X(max_cqe, INT, 4194304, "largest CQ size")
@@ -60,5 +60,32 @@ extern const struct sr_param_desc sr_param_table[];
 extern const int sr_param_count;
 /* Current value as text (for `softrdma params`); buf of at least 256 bytes. */
 const char *sr_param_value_str(int index, char *buf, int len);
+
+/*
+ * Below: additions to the original contract (the CLI and the tests need them).
+ */
+
+/* "SOFTRDMA_<NAME>" of parameter `index`, in buf. */
+const char *sr_param_env_name(int index, char *buf, int len);
+/* Index of the parameter called `name` (case-insensitive), or -1. */
+int sr_param_find(const char *name);
+
+/* Parses the environment now into *p (sr_params() calls it once; tests call it again after
+ * setenv). A malformed value keeps the default and logs one warning naming the variable.
+ * Also applies the `log` parameter to sr_log_level (first, so SOFTRDMA_LOG=error silences
+ * the warnings). Returns the number of malformed values. */
+int sr_params_load(struct sr_params *p);
+/* Frees the strings of a set filled by sr_params_load() (never pass sr_params()'s). */
+void sr_params_free(struct sr_params *p);
+
+/* The value syntaxes, exposed for tests and the CLI. 0, or -EINVAL (syntax), -ERANGE. */
+int sr_param_parse_int(const char *s, long *out);
+int sr_param_parse_bool(const char *s, bool *out);
+/* "error" "warn" "info" "debug" (or 0..3) to an enum sr_log_level; -1 if none of them. */
+int sr_param_parse_log_level(const char *s);
+
+/* Expands a path parameter (pcap, stats_dump): "%p" becomes the pid, "%%" a '%'. Returns 0,
+ * or -ENAMETOOLONG when the result does not fit in len bytes. */
+int sr_path_expand(const char *tmpl, char *buf, int len);
 
 #endif /* SR_CORE_PARAM_H */

@@ -9,6 +9,7 @@
 #define SR_CORE_STATS_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SR_STAT_LIST(X)                                                               \
@@ -67,6 +68,13 @@ struct sr_stats {
 	void *map;		/* the mapping, NULL when private */
 	size_t map_len;
 	char path[256];
+	/* Added to the original contract; private to stats.c. */
+	int fd;			/* the file, holding the shared flock that says "alive"; -1 if none */
+	int pid;		/* opener: a forked child must not remove or dump its parent's file */
+	int finished;		/* already dumped and removed (by the exit hook) */
+	char dev[64];		/* for the dump at exit */
+	char ident[128];
+	struct sr_stats *next;	/* list of open sets, walked at exit */
 };
 
 extern const char *const sr_stat_name[SR_STAT_MAX];
@@ -75,7 +83,9 @@ extern const char *const sr_stat_doc[SR_STAT_MAX];
 /* Creates the shared counter file for device `devname` of this process (falls back to private
  * memory when the directory is not writable). Never fails: counters are always usable. */
 void sr_stats_open(struct sr_stats *s, const char *devname, const char *ident);
-/* Removes the file (and appends the final counters to stats_dump when that is set). */
+/* Removes the file (and appends the final counters to stats_dump when that is set). A set still
+ * open when the process exits (exit() or return from main) is dumped and its file removed by
+ * an exit hook; the memory stays valid, since other threads may still be counting. */
 void sr_stats_close(struct sr_stats *s, const char *devname);
 
 static inline void sr_stat_add(struct sr_stats *s, enum sr_stat k, uint64_t n)

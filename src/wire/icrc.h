@@ -36,6 +36,21 @@ struct sr_ipudp {
 
 /* Raw reflected CRC-32 (poly 0xEDB88320) without pre/post inversion: crc_out = f(crc_in, buf). */
 uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len);
+/* The same through one engine: slicing-by-8 tables, or PCLMULQDQ folding (falls back to the
+ * tables where the CPU lacks it). Identical results; for tests and benchmarks. */
+uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len);
+uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len);
+bool sr_crc32_have_pclmul(void);
+/*
+ * GF(2) helpers in the reflected convention of the CRC (bit 31 = coefficient of x^0):
+ * x^n mod P; a * b mod P; and the raw CRC state after `nbytes` more zero bytes.
+ */
+uint32_t sr_crc32_xpow(uint64_t n);
+uint32_t sr_crc32_mulmod(uint32_t a, uint32_t b);
+uint32_t sr_crc32_zeros(uint32_t crc, uint64_t nbytes);
+
+/* Raw CRC state after 8 bytes of 0xff from the all-ones start: the masked LRH (A17.3.3). */
+#define SR_ICRC_SEED 0xdebb20e3u
 
 /* Incremental ICRC over a packet gathered from pieces (BTH first). */
 struct sr_icrc {

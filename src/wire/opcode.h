@@ -115,4 +115,7 @@ extern const struct sr_opcode_info sr_opcode[256];
 /* Self-check of the table's consistency (offsets increasing, lengths summing). 0 or -1. */
 int sr_opcode_table_check(char *err, int errlen);
 
+/* The row's name ("RC SEND_FIRST"), or "INVALID" for an unnamed row: safe in any log line. */
+const char *sr_opcode_name(uint8_t opcode);
+
 #endif /* SR_WIRE_OPCODE_H */

@@ -29,7 +29,10 @@ enum sr_parse_err {
 #undef SR_PE_ENUM
 	SR_PE_COUNT
 };
+/* "OK", "SHORT", ...: the enum's own names, for counters. */
 extern const char *const sr_parse_err_name[SR_PE_COUNT];
+/* The one-line descriptions from the list above, for logs. */
+extern const char *const sr_parse_err_desc[SR_PE_COUNT];
 
 struct sr_pkt {
 	uint8_t *hdr;		/* start of the BTH */

@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The soft NIC's objects. Each verbs object embeds the rdma-core struct the application sees
+ * (first member, so the application's pointer converts back with a cast), plus the state the
+ * engine needs. One lock per object; the order is
+ *
+ *     nic->rx_lock  ->  qp->lock  ->  srq->lock  ->  cq->lock  ->  channel lock / ctx->ev_lock
+ *
+ * and table locks are leaves. Inside the stack functions return 0 or a negative errno; the
+ * verbs face (src/verbs) turns that into rdma-core's conventions.
+ */
+#ifndef SR_CORE_CORE_H
+#define SR_CORE_CORE_H
+
+#include <net/if.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+#include "core/addr.h"
+#include "core/stats.h"
+
+struct sr_nic;
+struct sr_qp;
+struct sr_fault;
+struct sr_pcap;
+
+#define SR_VENDOR_ID 0x534452		/* "SDR": not an IEEE OUI; this is a soft device */
+#define SR_VENDOR_PART_ID 0x0001
+#define SR_MAX_SGE 32
+#define SR_MAX_INLINE 1024
+#define SR_MAX_QP_WR 16384
+#define SR_MAX_RD_ATOMIC 128
+#define SR_MAX_MSG_SIZE (1u << 31)
+#define SR_MAX_DEVICES 8
+#define SR_MAX_MCAST 256
+
+static inline uint64_t sr_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- index tables: keys and QP numbers are an index plus random tag bits ----------------- */
+struct sr_table {
+	pthread_mutex_t lock;
+	void **slot;
+	uint32_t size;		/* power of two */
+	uint32_t next_free_hint;
+	uint32_t count;
+};
+int sr_table_init(struct sr_table *t, uint32_t size);
+void sr_table_destroy(struct sr_table *t);
+/* Inserts obj at a free index (never 0); returns the index or -ENOMEM. */
+int sr_table_add(struct sr_table *t, void *obj);
+void sr_table_del(struct sr_table *t, uint32_t index);
+
+/* ---- device and soft NIC ------------------------------------------------------------------ */
+struct sr_device {
+	struct ibv_device ibdev;	/* first; rdma-core's verbs_device puts its ops pointer next */
+	const void *verbs_ops;		/* never libmlx5's or libefa's ops: they see a foreign device */
+	int index;			/* softrdma<index> */
+	char netdev[IF_NAMESIZE];	/* bound interface, "" for loopback / explicit address */
+	pthread_mutex_t lock;
+	struct sr_nic *nic;		/* created at the first open, shared by every context */
+	int nic_users;
+};
+
+struct sr_nic {
+	struct sr_device *dev;
+	struct sr_addr addr;		/* bound local IP and UDP port */
+	union ibv_gid gid;		/* GID index 0 */
+	__be64 guid;
+	unsigned ifmtu;			/* interface MTU */
+	enum ibv_mtu active_mtu;
+	int fd;				/* the UDP socket */
+	int epfd, evfd;			/* progress thread: epoll set, wake-up eventfd */
+	pthread_t thread;
+	_Atomic bool stop;
+	struct sr_stats stats;
+	struct sr_fault *fault;
+	struct sr_pcap *pcap;
+	bool icrc_check;
+	uint32_t max_inflight, ack_every;
+
+	struct sr_table qps;		/* by QPN index */
+	struct sr_table keys;		/* MRs (and MWs) by key index */
+
+	pthread_mutex_t rx_lock;	/* one receiver at a time: thread or polling application */
+	struct sr_rxring *rx;
+	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
+
+	pthread_mutex_t timer_lock;
+	struct sr_qp **timer_qps;	/* QPs with an armed timer */
+	uint32_t ntimer, timer_cap;
+	_Atomic bool sleeping;		/* progress thread waits with no timeout */
+};
+
+int sr_nic_get(struct sr_device *dev, struct sr_nic **out);
+void sr_nic_put(struct sr_device *dev);
+/* Receives and processes what is waiting, without blocking; returns packets processed or 0. */
+int sr_nic_poll(struct sr_nic *nic);
+void sr_nic_kick(struct sr_nic *nic);
+/* Registers qp for timer service (qp lock held); wakes the thread if it sleeps. */
+void sr_timer_arm(struct sr_qp *qp);
+
+/* Process-wide device list (built once). */
+int sr_devices(struct sr_device ***list);
+
+/* ---- context and asynchronous events ------------------------------------------------------ */
+struct sr_async_ev {
+	struct ibv_async_event ev;
+};
+
+struct sr_ctx {
+	struct verbs_context vctx;	/* ends with the ibv_context */
+	struct sr_device *dev;
+	struct sr_nic *nic;
+	pthread_mutex_t ev_lock;
+	struct sr_async_ev *evq;
+	uint32_t ev_head, ev_tail, ev_cap;
+};
+
+static inline struct sr_ctx *sr_ctx(struct ibv_context *c)
+{
+	return (struct sr_ctx *)((char *)c - offsetof(struct verbs_context, context));
+}
+/* Queues an affiliated/unaffiliated event for ibv_get_async_event. */
+void sr_async_event(struct sr_ctx *ctx, enum ibv_event_type type, void *element);
+/* Removes queued, undelivered events about element (before it is destroyed). */
+void sr_async_event_purge(struct sr_ctx *ctx, void *element);
+
+/* ---- PD, MR ------------------------------------------------------------------------------ */
+struct sr_pd {
+	struct ibv_pd ibpd;
+	struct sr_ctx *ctx;
+	_Atomic int users;		/* MRs, QPs, SRQs, AHs using it */
+};
+static inline struct sr_pd *sr_pd(struct ibv_pd *p) { return (struct sr_pd *)p; }
+
+struct sr_mr {
+	struct ibv_mr ibmr;
+	struct sr_pd *pd;
+	struct sr_nic *nic;
+	_Atomic int refs;		/* 1 from the table; +1 per access in progress */
+	uint32_t index;
+	uint64_t iova;			/* address peers and SGEs use for byte 0 */
+	uint8_t *base;			/* where byte 0 is in this process */
+	uint64_t length;
+	unsigned access;
+	bool pinned;
+};
+static inline struct sr_mr *sr_mr(struct ibv_mr *m) { return (struct sr_mr *)m; }
+
+/* Result of an access check: an IBA-level reason, mapped to NAK codes / WC statuses. */
+enum sr_access_err {
+	SR_ACC_OK = 0,
+	SR_ACC_BAD_KEY,		/* no such key, stale tag, other PD */
+	SR_ACC_RIGHTS,		/* the MR does not grant the access */
+	SR_ACC_BOUNDS,		/* outside the MR */
+};
+/*
+ * The one check every access passes: key (index and tag), PD, bounds, rights. On success returns
+ * a referenced MR and the local address of va in *ptr; release with sr_mr_put().
+ */
+struct sr_mr *sr_mr_get(struct sr_nic *nic, uint32_t key, bool remote, struct sr_pd *pd,
+			uint64_t va, uint64_t len, unsigned access, uint8_t **ptr,
+			enum sr_access_err *err);
+void sr_mr_put(struct sr_mr *mr);
+
+/* ---- CQ and completion channel ----------------------------------------------------------- */
+struct sr_channel {
+	struct ibv_comp_channel ch;	/* context, fd (an eventfd), refcnt */
+	pthread_mutex_t lock;
+	struct sr_cq **q;		/* CQs with a pending event, FIFO */
+	uint32_t head, tail, cap;
+};
+
+struct sr_cq {
+	struct ibv_cq_ex ibcq;		/* struct ibv_cq is its prefix */
+	struct sr_ctx *ctx;
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t mask, head, tail;	/* head: next to write; tail: next to read (counters) */
+	uint32_t capacity;
+	uint8_t armed;			/* 0, SR_CQ_ARM_ANY, SR_CQ_ARM_SOLICITED */
+	bool overflowed;
+	struct sr_channel *chan;
+	_Atomic int users;		/* QPs using it */
+	uint32_t comp_events_delivered;
+	uint32_t async_events_delivered;
+	uint64_t wc_flags_ex;		/* create_cq_ex: which fields the app reads */
+	struct ibv_wc cur;		/* extended polling: the current completion */
+	bool ex_polling;
+};
+#define SR_CQ_ARM_ANY 1
+#define SR_CQ_ARM_SOLICITED 2
+static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; }
+
+/* Adds a completion; raises the channel event when armed. Never blocks on a full CQ. */
+void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
+int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc);
+int sr_cq_count(struct sr_cq *cq);
+
+/* ---- receive queues (QP RQ or SRQ) -------------------------------------------------------- */
+struct sr_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t length;		/* sum of the SGE lengths */
+	struct ibv_sge sge[];
+};
+
+struct sr_rq {
+	uint8_t *buf;
+	uint32_t stride;		/* bytes per WQE */
+	uint32_t mask, head, tail;	/* head: next to post; tail: next to consume (counters) */
+	uint32_t max_wr;
+	uint32_t max_sge;
+};
+int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge);
+void sr_rq_free(struct sr_rq *rq);
+static inline struct sr_rwqe *sr_rq_at(struct sr_rq *rq, uint32_t i)
+{
+	return (struct sr_rwqe *)(rq->buf + (size_t)(i & rq->mask) * rq->stride);
+}
+static inline uint32_t sr_rq_count(const struct sr_rq *rq) { return rq->head - rq->tail; }
+/* Validates and copies a chain of receive WRs in; -errno with *bad set on the first failure. */
+int sr_rq_post(struct sr_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+struct sr_srq {
+	struct ibv_srq ibsrq;
+	struct sr_ctx *ctx;
+	struct sr_pd *pd;
+	pthread_mutex_t lock;
+	struct sr_rq rq;
+	uint32_t limit;			/* 0: not armed */
+	_Atomic int users;
+	uint32_t async_events_delivered;
+};
+static inline struct sr_srq *sr_srq(struct ibv_srq *s) { return (struct sr_srq *)s; }
+
+/* ---- address handle ---------------------------------------------------------------------- */
+struct sr_ah {
+	struct ibv_ah ibah;
+	struct sr_pd *pd;
+	struct ibv_ah_attr attr;
+	struct sr_addr dst;
+};
+static inline struct sr_ah *sr_ah(struct ibv_ah *a) { return (struct sr_ah *)a; }
+/* Validates an ibv_ah_attr against the port and resolves its destination. */
+int sr_ah_resolve(struct sr_nic *nic, const struct ibv_ah_attr *attr, struct sr_addr *dst);
+
+/* ---- send queue ---------------------------------------------------------------------------- */
+enum sr_wqe_state {
+	SR_WQE_POSTED,			/* nothing sent yet (or rewound to its start) */
+	SR_WQE_SENDING,			/* PSNs assigned, some packets sent */
+	SR_WQE_SENT,			/* every packet sent; waiting for the response */
+};
+
+struct sr_swqe {
+	uint64_t wr_id;
+	uint32_t opcode;		/* enum ibv_wr_opcode */
+	uint32_t flags;			/* enum ibv_send_flags */
+	uint32_t imm;			/* immediate data (network order) or the rkey to invalidate */
+	uint32_t length;		/* message bytes */
+	uint32_t num_sge;
+	bool inl;			/* payload copied into the inline buffer */
+	uint8_t state;
+	uint8_t status;			/* a local error found while sending (enum ibv_wc_status) */
+	uint64_t raddr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	struct sr_addr ud_dst;		/* UD: destination resolved from the AH at post time */
+	uint32_t ud_qpn, ud_qkey;
+	uint32_t first_psn, last_psn;	/* valid once state >= SENDING */
+	uint32_t npkts;
+};
+
+struct sr_sq {
+	struct sr_swqe *wqe;
+	uint32_t mask, head, tail;	/* head: next to post; tail: oldest not completed */
+	uint32_t max_wr, max_sge, max_inline;
+	struct ibv_sge *sges;
+	uint8_t *inline_buf;
+};
+static inline struct sr_swqe *sr_sq_at(struct sr_sq *sq, uint32_t i) { return &sq->wqe[i & sq->mask]; }
+static inline struct ibv_sge *sr_sq_sges(struct sr_sq *sq, uint32_t i)
+{
+	return &sq->sges[(size_t)(i & sq->mask) * sq->max_sge];
+}
+static inline uint8_t *sr_sq_inline(struct sr_sq *sq, uint32_t i)
+{
+	return &sq->inline_buf[(size_t)(i & sq->mask) * sq->max_inline];
+}
+
+/* ---- the queue pair ---------------------------------------------------------------------- */
+struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
+	uint32_t psn;			/* next PSN to send */
+	uint32_t idx;			/* SQ counter of the WQE being sent */
+	uint32_t offset;		/* bytes of that WQE already sent */
+	uint32_t rd_atomic;		/* READ/ATOMIC WQEs sent and not completed */
+	uint64_t rnr_until;		/* no request packet before this time (RNR wait), ns */
+	uint32_t since_ackreq;		/* packets sent since the last AckReq */
+	uint32_t high_psn;		/* one past the highest PSN ever sent */
+	bool stalled;			/* a WQE hit a local error: send nothing more */
+};
+
+struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
+	uint32_t psn;			/* oldest PSN not yet acknowledged */
+	uint32_t retry_left;		/* retries left without forward progress */
+	uint32_t rnr_left;		/* RNR retries left (7 = infinite) */
+	uint64_t last_progress;		/* ns of the last forward progress (retransmit timer base) */
+	bool nak_rewound;		/* a rewind for comp.psn is under way (ignore NAK copies) */
+};
+
+struct sr_res {			/* responder resource: a READ or ATOMIC to replay on duplicates */
+	uint8_t type;			/* 0 free, SR_RES_READ, SR_RES_ATOMIC */
+	uint32_t first_psn, last_psn;
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t length;
+	uint64_t orig;			/* ATOMIC: the value returned */
+	uint8_t status;			/* ATOMIC: the AETH syndrome it was answered with */
+};
+#define SR_RES_READ 1
+#define SR_RES_ATOMIC 2
+
+struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
+	uint32_t epsn;			/* expected PSN */
+	uint32_t msn;
+	bool nak_sent;			/* silently drop out-of-sequence packets until epsn (C9-...) */
+	bool comm_est;			/* COMM_EST raised */
+	bool in_send;			/* a multi-packet SEND is in progress */
+	bool in_write;			/* a multi-packet WRITE is in progress */
+	bool uc_drop;			/* UC: drop the rest of a broken message */
+	bool have_rwqe;			/* rwqe holds a receive WQE taken from the RQ/SRQ */
+	uint32_t recv_off;		/* bytes of the SEND received so far */
+	uint64_t wva;			/* WRITE in progress: next VA, key, bytes left */
+	uint32_t wrkey;
+	uint32_t wleft;
+	uint32_t wlen;			/* WRITE total length (for WRITE_WITH_IMM byte_len) */
+	struct sr_rwqe *rwqe;		/* owned copy; max_sge entries */
+	struct sr_res *res;		/* max_dest_rd_atomic entries */
+	uint32_t nres, res_next;
+	bool ack_pending;		/* a coalesced ACK to send at the end of the batch */
+	uint32_t ack_psn;
+	struct sr_qp *ack_next;
+};
+
+struct sr_qp {
+	struct ibv_qp_ex qpx;		/* struct ibv_qp is its first member */
+	struct sr_ctx *ctx;
+	struct sr_nic *nic;
+	_Atomic int refs;		/* 1 from the table; +1 per packet in progress */
+	pthread_mutex_t lock;
+	enum ibv_qp_type type;
+	enum ibv_qp_state state;
+	struct sr_pd *pd;
+	struct sr_cq *scq, *rcq;
+	struct sr_srq *srq;
+	bool sig_all;
+	struct ibv_qp_attr attr;	/* as last modified: what ibv_query_qp reports */
+	struct sr_addr peer;		/* RC/UC: the destination from attr.ah_attr */
+	uint32_t mtu;			/* path MTU in bytes */
+	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
+	struct sr_sq sq;
+	struct sr_rq rq;
+	struct sr_req req;
+	struct sr_comp comp;
+	struct sr_resp resp;
+	uint64_t rexmit_at;		/* ns; 0 = not armed */
+	bool on_timer_list;
+	bool sqd_notify;		/* raise SQ_DRAINED when the SQ drains in SQD */
+	bool sq_draining;
+	uint32_t async_events_delivered;
+	/* ibv_wr_* batch (qp_ex): WQEs built since ibv_wr_start, posted at ibv_wr_complete */
+	uint32_t wr_start_head;
+	uint32_t wr_count;
+	int wr_err;			/* positive errno */
+	bool has_wr_api;		/* created with send_ops_flags: ibv_qp_to_qp_ex() works */
+};
+static inline struct sr_qp *sr_qp(struct ibv_qp *q) { return (struct sr_qp *)q; }
+static inline uint32_t sr_qpn(const struct sr_qp *qp) { return qp->qpx.qp_base.qp_num; }
+
+static inline void sr_qp_ref(struct sr_qp *qp) { atomic_fetch_add(&qp->refs, 1); }
+void sr_qp_put(struct sr_qp *qp);
+/* Referenced QP by number, or NULL. */
+struct sr_qp *sr_qp_lookup(struct sr_nic *nic, uint32_t qpn);
+
+/* State changes the engine makes on its own (errors); qp lock held. */
+void sr_qp_to_error(struct sr_qp *qp);
+void sr_qp_to_sqe(struct sr_qp *qp);
+/* Flushes what must be flushed in ERR (and SQE for the SQ); qp lock held. */
+void sr_qp_flush(struct sr_qp *qp);
+
+/* Completes the oldest SQ WQE with status (comp.c); qp lock held. */
+void sr_comp_wqe(struct sr_qp *qp, struct sr_swqe *wqe, enum ibv_wc_status status);
+/* The oldest WQE carries a local error: complete it with it and leave RTS (comp.c). */
+void sr_comp_error_oldest(struct sr_qp *qp);
+
+/* ---- transport entry points (src/transport) ----------------------------------------------- */
+struct sr_pkt;
+/* A parsed, checked packet for this NIC from src. */
+void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
+/* Sends what the SQ allows now; qp lock held. */
+void sr_req_progress(struct sr_qp *qp);
+/* Go back to psn and resend from there (retransmit); qp lock held. */
+void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
+void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
+void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
+/* Sends the coalesced ACKs of the batch just processed (rx_lock held). */
+void sr_resp_flush_acks(struct sr_nic *nic);
+/* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
+uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
+
+/* ---- network (src/net) -------------------------------------------------------------------- */
+/*
+ * Transmits one packet: hdr (BTH and extension headers, hlen bytes, already built) then the
+ * payload gathered from iov (paylen bytes), pad to 4 bytes, ICRC. Fault injection and the pcap
+ * tap sit here. Returns 0 or -errno (the packet is then lost; the transport recovers).
+ */
+int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
+		const struct iovec *iov, int iovcnt, uint32_t paylen);
+int sr_net_open(struct sr_nic *nic);
+void sr_net_close(struct sr_nic *nic);
+/* Receives and processes up to a batch; returns packets received (0: none waiting). */
+int sr_net_rx(struct sr_nic *nic);
+/* Releases a packet held back by fault injection; true while one is still held. */
+bool sr_net_tick(struct sr_nic *nic);
+
+/* Path MTU enum <-> bytes. */
+static inline uint32_t sr_mtu_bytes(enum ibv_mtu m) { return 128u << m; }
+
+#endif /* SR_CORE_CORE_H */

@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion queues, completion channels and asynchronous events.
+ *
+ * Channel and async event "fds" are eventfds in semaphore mode: one count per queued event, so
+ * poll()/epoll see them readable exactly while an event waits, and a blocking read sleeps like
+ * the kernel's uverbs files do (O_NONBLOCK set by the application is honoured). The events
+ * themselves sit in a FIFO next to the fd, so destroying an object can withdraw the events about
+ * it that were not delivered yet; a stale count then just makes the reader look again.
+ *
+ * A full CQ is an error of the CQ (IBA 11.4.2.1: CQ overrun): the completion is dropped and
+ * counted, IBV_EVENT_CQ_ERR is raised once, and what is already in the CQ stays intact.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "core/log.h"
+
+/* ---- FIFO helpers -------------------------------------------------------------------------- */
+/* FIFOs are rings indexed by free-running counters modulo a power-of-two capacity. Growing
+ * copies the live entries to the start of a twice larger ring; the caller then rebases its
+ * counters (head -= tail; tail = 0). */
+static int fifo_grow(void **buf, uint32_t *cap, uint32_t head, uint32_t tail, size_t elem)
+{
+	uint32_t n = *cap ? *cap * 2 : 16;
+	uint8_t *nb = malloc(n * elem);
+
+	if (!nb)
+		return -ENOMEM;
+	for (uint32_t i = tail; i != head; i++)
+		memcpy(nb + (size_t)(i - tail) * elem,
+		       (uint8_t *)*buf + (size_t)(i % *cap) * elem, elem);
+	free(*buf);
+	*buf = nb;
+	*cap = n;
+	return 0;
+}
+
+static void efd_signal(int fd)
+{
+	uint64_t one = 1;
+
+	(void)!write(fd, &one, sizeof(one));
+}
+
+/* ---- completion channel -------------------------------------------------------------------- */
+int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out)
+{
+	struct sr_channel *ch = calloc(1, sizeof(*ch));
+
+	if (!ch)
+		return -ENOMEM;
+	ch->ch.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+	if (ch->ch.fd < 0) {
+		int err = -errno;
+
+		free(ch);
+		return err;
+	}
+	ch->ch.context = &ctx->vctx.context;
+	ch->ch.refcnt = 0;
+	pthread_mutex_init(&ch->lock, NULL);
+	*out = ch;
+	return 0;
+}
+
+int sr_channel_destroy(struct sr_channel *ch)
+{
+	if (ch->ch.refcnt)
+		return -EBUSY;
+	close(ch->ch.fd);
+	free(ch->q);
+	free(ch);
+	return 0;
+}
+
+static void channel_push(struct sr_channel *ch, struct sr_cq *cq)
+{
+	pthread_mutex_lock(&ch->lock);
+	if (ch->head - ch->tail == ch->cap) {
+		if (fifo_grow((void **)&ch->q, &ch->cap, ch->head, ch->tail, sizeof(*ch->q))) {
+			pthread_mutex_unlock(&ch->lock);
+			sr_err("completion channel: out of memory, event lost");
+			return;
+		}
+		ch->head -= ch->tail;	/* the grown ring starts at 0 */
+		ch->tail = 0;
+	}
+	ch->q[ch->head % ch->cap] = cq;
+	ch->head++;
+	pthread_mutex_unlock(&ch->lock);
+	efd_signal(ch->ch.fd);
+}
+
+static void channel_purge(struct sr_channel *ch, struct sr_cq *cq)
+{
+	pthread_mutex_lock(&ch->lock);
+	uint32_t w = ch->tail;
+
+	for (uint32_t r = ch->tail; r != ch->head; r++) {
+		struct sr_cq *c = ch->q[r % ch->cap];
+
+		if (c != cq)
+			ch->q[w++ % ch->cap] = c;
+	}
+	ch->head = w;
+	pthread_mutex_unlock(&ch->lock);
+}
+
+/* ibv_get_cq_event: 0 with *cq set, or -errno (EAGAIN on a non-blocking empty channel). */
+int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
+{
+	for (;;) {
+		uint64_t v;
+		struct sr_cq *cq = NULL;
+
+		if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
+			return errno ? -errno : -EIO;
+		pthread_mutex_lock(&ch->lock);
+		if (ch->tail != ch->head)
+			cq = ch->q[ch->tail++ % ch->cap];
+		pthread_mutex_unlock(&ch->lock);
+		if (cq) {
+			pthread_mutex_lock(&cq->ibcq.mutex);
+			cq->comp_events_delivered++;
+			pthread_mutex_unlock(&cq->ibcq.mutex);
+			*out = cq;
+			return 0;
+		}
+		/* The event was withdrawn (its CQ was destroyed): look again. */
+	}
+}
+
+/* ---- CQ --------------------------------------------------------------------------------------- */
+int sr_cq_create(struct sr_ctx *ctx, int cqe, struct sr_channel *ch, struct sr_cq **out)
+{
+	struct sr_cq *cq;
+	uint32_t n = 2;
+
+	if (cqe < 1 || cqe > 4194304)
+		return -EINVAL;
+	while (n < (uint32_t)cqe + 1)
+		n <<= 1;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->ring = calloc(n, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		return -ENOMEM;
+	}
+	cq->ctx = ctx;
+	cq->mask = n - 1;
+	cq->capacity = (uint32_t)cqe;
+	cq->chan = ch;
+	if (ch)
+		__atomic_fetch_add(&ch->ch.refcnt, 1, __ATOMIC_RELAXED);
+	pthread_mutex_init(&cq->lock, NULL);
+	pthread_mutex_init(&cq->ibcq.mutex, NULL);
+	pthread_cond_init(&cq->ibcq.cond, NULL);
+	cq->ibcq.context = &ctx->vctx.context;
+	cq->ibcq.channel = ch ? &ch->ch : NULL;
+	cq->ibcq.cqe = cqe;
+	*out = cq;
+	return 0;
+}
+
+int sr_cq_destroy(struct sr_cq *cq)
+{
+	if (atomic_load(&cq->users))
+		return -EBUSY;
+	if (cq->chan)
+		channel_purge(cq->chan, cq);
+	sr_async_event_purge(cq->ctx, cq);
+	/* As rdma-core: wait until every event the application received has been acked. */
+	pthread_mutex_lock(&cq->ibcq.mutex);
+	while (cq->ibcq.comp_events_completed != cq->comp_events_delivered ||
+	       cq->ibcq.async_events_completed != cq->async_events_delivered)
+		pthread_cond_wait(&cq->ibcq.cond, &cq->ibcq.mutex);
+	pthread_mutex_unlock(&cq->ibcq.mutex);
+	if (cq->chan)
+		__atomic_fetch_sub(&cq->chan->ch.refcnt, 1, __ATOMIC_RELAXED);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+int sr_cq_resize(struct sr_cq *cq, int cqe)
+{
+	uint32_t n = 2;
+	struct ibv_wc *ring;
+
+	if (cqe < 1 || cqe > 4194304)
+		return -EINVAL;
+	while (n < (uint32_t)cqe + 1)
+		n <<= 1;
+	ring = calloc(n, sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	pthread_mutex_lock(&cq->lock);
+	uint32_t used = cq->head - cq->tail;
+
+	if (used > (uint32_t)cqe) {
+		pthread_mutex_unlock(&cq->lock);
+		free(ring);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < used; i++)
+		ring[i] = cq->ring[(cq->tail + i) & cq->mask];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->mask = n - 1;
+	cq->tail = 0;
+	cq->head = used;
+	cq->capacity = (uint32_t)cqe;
+	cq->ibcq.cqe = cqe;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	bool notify = false, overflow = false;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->overflowed || cq->head - cq->tail >= cq->capacity) {
+		overflow = !cq->overflowed;
+		cq->overflowed = true;
+		pthread_mutex_unlock(&cq->lock);
+		sr_stat_inc(&cq->ctx->nic->stats, SR_STAT_cq_overflow);
+		if (overflow) {
+			sr_warn("cq %p: overrun (capacity %u): completions are being lost",
+				(void *)cq, cq->capacity);
+			sr_async_event(cq->ctx, IBV_EVENT_CQ_ERR, cq);
+		}
+		return;
+	}
+	cq->ring[cq->head & cq->mask] = *wc;
+	cq->head++;
+	if (cq->armed && (cq->armed == SR_CQ_ARM_ANY || solicited ||
+			  wc->status != IBV_WC_SUCCESS)) {
+		cq->armed = 0;
+		notify = cq->chan != NULL;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	if (notify)
+		channel_push(cq->chan, cq);
+}
+
+int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
+{
+	int got = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	while (got < n && cq->tail != cq->head) {
+		wc[got++] = cq->ring[cq->tail & cq->mask];
+		cq->tail++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return got;
+}
+
+int sr_cq_count(struct sr_cq *cq)
+{
+	int n;
+
+	pthread_mutex_lock(&cq->lock);
+	n = (int)(cq->head - cq->tail);
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+int sr_cq_arm(struct sr_cq *cq, int solicited_only)
+{
+	pthread_mutex_lock(&cq->lock);
+	/* "Next" wins over "solicited" when both are requested (IBA 11.4.2.2). */
+	if (!solicited_only)
+		cq->armed = SR_CQ_ARM_ANY;
+	else if (cq->armed != SR_CQ_ARM_ANY)
+		cq->armed = SR_CQ_ARM_SOLICITED;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+/* ---- asynchronous events ------------------------------------------------------------------- */
+void sr_async_event(struct sr_ctx *ctx, enum ibv_event_type type, void *element)
+{
+	struct sr_async_ev *e;
+
+	pthread_mutex_lock(&ctx->ev_lock);
+	if (ctx->ev_head - ctx->ev_tail == ctx->ev_cap) {
+		if (fifo_grow((void **)&ctx->evq, &ctx->ev_cap, ctx->ev_head, ctx->ev_tail,
+			      sizeof(*ctx->evq))) {
+			pthread_mutex_unlock(&ctx->ev_lock);
+			sr_err("async event %s lost: out of memory", ibv_event_type_str(type));
+			return;
+		}
+		ctx->ev_head -= ctx->ev_tail;	/* the grown ring starts at 0 */
+		ctx->ev_tail = 0;
+	}
+	e = &ctx->evq[ctx->ev_head % ctx->ev_cap];
+	memset(e, 0, sizeof(*e));
+	e->ev.event_type = type;
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		e->ev.element.cq = element;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		e->ev.element.srq = element;
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		e->ev.element.port_num = 1;
+		break;
+	default:
+		e->ev.element.qp = element;
+		break;
+	}
+	ctx->ev_head++;
+	pthread_mutex_unlock(&ctx->ev_lock);
+	sr_stat_inc(&ctx->nic->stats, SR_STAT_async_events);
+	efd_signal(ctx->vctx.context.async_fd);
+}
+
+void sr_async_event_purge(struct sr_ctx *ctx, void *element)
+{
+	pthread_mutex_lock(&ctx->ev_lock);
+	uint32_t w = ctx->ev_tail;
+
+	for (uint32_t r = ctx->ev_tail; r != ctx->ev_head; r++) {
+		struct sr_async_ev e = ctx->evq[r % ctx->ev_cap];
+
+		/* The element union holds a pointer for every object event. */
+		if (e.ev.element.qp != element || !element)
+			ctx->evq[w++ % ctx->ev_cap] = e;
+	}
+	ctx->ev_head = w;
+	pthread_mutex_unlock(&ctx->ev_lock);
+}
+
+int sr_async_event_get(struct sr_ctx *ctx, struct ibv_async_event *out)
+{
+	for (;;) {
+		uint64_t v;
+		bool got = false;
+
+		if (read(ctx->vctx.context.async_fd, &v, sizeof(v)) != sizeof(v))
+			return errno ? -errno : -EIO;
+		pthread_mutex_lock(&ctx->ev_lock);
+		if (ctx->ev_tail != ctx->ev_head) {
+			*out = ctx->evq[ctx->ev_tail++ % ctx->ev_cap].ev;
+			got = true;
+		}
+		pthread_mutex_unlock(&ctx->ev_lock);
+		if (got)
+			return 0;
+	}
+}

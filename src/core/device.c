@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Devices and the soft NIC.
+ *
+ * The device list is built once per process from the `netdev` parameter: one device per listed
+ * interface (softrdma0, softrdma1, ...), or a single loopback device. A device's NIC (its UDP
+ * socket, tables and progress thread) is created when the first context opens it and shared by
+ * every context of the process, as one HCA is shared by every context on a real machine.
+ *
+ * The progress thread is what makes this a NIC rather than a library: an RDMA WRITE lands in a
+ * passive target that never calls into softrdma. It sleeps in epoll on the socket, a wake-up
+ * eventfd and a timeout that serves the retransmit/RNR timers. An application that polls an
+ * empty CQ also drains the socket itself (parameter poll_rx), so a ping-pong pays no thread
+ * hand-off; the receive lock makes sure only one of them receives at a time.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "wire/hdr.h"
+
+static struct sr_device *devices[SR_MAX_DEVICES];
+static int ndevices;
+static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
+
+/* Marker stored where rdma-core's verbs_device keeps its ops pointer. */
+static const char sr_verbs_ops_marker[] = "softrdma";
+
+static struct sr_device *device_new(const char *netdev)
+{
+	struct sr_device *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->index = ndevices;
+	d->verbs_ops = sr_verbs_ops_marker;
+	d->ibdev.node_type = IBV_NODE_CA;
+	d->ibdev.transport_type = IBV_TRANSPORT_IB;
+	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "softrdma%d", d->index);
+	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%d", d->index);
+	/* There is no sysfs node: paths that do not exist make sysfs readers fail cleanly. */
+	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path),
+		 "/sys/class/infiniband_verbs/softrdma-uverbs%d", d->index);
+	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path),
+		 "/sys/class/infiniband/softrdma%d", d->index);
+	if (netdev)
+		snprintf(d->netdev, sizeof(d->netdev), "%s", netdev);
+	pthread_mutex_init(&d->lock, NULL);
+	return d;
+}
+
+static void devices_build(void)
+{
+	const char *list = sr_params()->netdev;
+
+	if (!list || !*list) {
+		devices[0] = device_new(NULL);
+		ndevices = 1;
+		return;
+	}
+	char *copy = strdup(list), *save = NULL;
+
+	for (char *tok = strtok_r(copy, ",", &save); tok && ndevices < SR_MAX_DEVICES;
+	     tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		if (*tok) {
+			devices[ndevices] = device_new(tok);
+			ndevices++;
+		}
+	}
+	free(copy);
+	if (!ndevices) {
+		devices[0] = device_new(NULL);
+		ndevices = 1;
+	}
+}
+
+int sr_devices(struct sr_device ***list)
+{
+	pthread_once(&devices_once, devices_build);
+	*list = devices;
+	return ndevices;
+}
+
+/* ---- choosing the address ------------------------------------------------------------------ */
+static unsigned if_mtu(const char *ifname)
+{
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unsigned mtu = 1500;
+
+	if (fd < 0)
+		return mtu;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (!ioctl(fd, SIOCGIFMTU, &ifr))
+		mtu = (unsigned)ifr.ifr_mtu;
+	close(fd);
+	return mtu;
+}
+
+/* The first IPv4 address of ifname (else its first global IPv6 address). */
+static int if_addr(const char *ifname, struct sr_addr *a)
+{
+	struct ifaddrs *ifa, *i;
+	int ret = -ENODEV;
+
+	if (getifaddrs(&ifa))
+		return -errno;
+	for (int pass = 0; pass < 2 && ret; pass++) {
+		for (i = ifa; i; i = i->ifa_next) {
+			if (!i->ifa_addr || strcmp(i->ifa_name, ifname))
+				continue;
+			if (pass == 0 && i->ifa_addr->sa_family == AF_INET) {
+				sr_addr_from_sockaddr(a, i->ifa_addr);
+				ret = 0;
+				break;
+			}
+			if (pass == 1 && i->ifa_addr->sa_family == AF_INET6) {
+				struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)i->ifa_addr;
+
+				if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr))
+					continue;
+				sr_addr_from_sockaddr(a, i->ifa_addr);
+				ret = 0;
+				break;
+			}
+		}
+	}
+	freeifaddrs(ifa);
+	return ret;
+}
+
+/* The interface that owns address a (for its MTU); "lo" when none matches. */
+static void if_of_addr(const struct sr_addr *a, char *name, size_t len)
+{
+	struct ifaddrs *ifa, *i;
+
+	snprintf(name, len, "lo");
+	if (getifaddrs(&ifa))
+		return;
+	for (i = ifa; i; i = i->ifa_next) {
+		struct sr_addr b;
+
+		if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET &&
+				     i->ifa_addr->sa_family != AF_INET6))
+			continue;
+		sr_addr_from_sockaddr(&b, i->ifa_addr);
+		if (sr_addr_ip_eq(a, &b)) {
+			snprintf(name, len, "%s", i->ifa_name);
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+}
+
+static enum ibv_mtu mtu_enum_for(unsigned ifmtu)
+{
+	/* Room for IPv6 + UDP + the largest header set + ICRC, as rxe leaves 80 bytes. */
+	long room = (long)ifmtu - 80;
+	long cap = sr_params()->mtu;
+	enum ibv_mtu m = IBV_MTU_256;
+
+	for (enum ibv_mtu e = IBV_MTU_256; e <= IBV_MTU_4096; e++)
+		if ((long)sr_mtu_bytes(e) <= room && (!cap || (long)sr_mtu_bytes(e) <= cap))
+			m = e;
+	return m;
+}
+
+static int nic_choose_addr(struct sr_nic *nic)
+{
+	struct sr_device *d = nic->dev;
+	const struct sr_params *p = sr_params();
+	char ifname[IF_NAMESIZE];
+	int ret;
+
+	memset(&nic->addr, 0, sizeof(nic->addr));
+	if (d->index == 0 && p->addr && *p->addr) {
+		if (inet_pton(AF_INET, p->addr, &nic->addr.v4) == 1) {
+			nic->addr.family = AF_INET;
+		} else if (inet_pton(AF_INET6, p->addr, &nic->addr.v6) == 1) {
+			nic->addr.family = AF_INET6;
+		} else {
+			sr_err("%s: SOFTRDMA_ADDR=%s is not an IP address", d->ibdev.name, p->addr);
+			return -EINVAL;
+		}
+		if_of_addr(&nic->addr, ifname, sizeof(ifname));
+	} else if (d->netdev[0]) {
+		ret = if_addr(d->netdev, &nic->addr);
+		if (ret) {
+			sr_err("%s: interface %s has no usable IP address", d->ibdev.name, d->netdev);
+			return ret;
+		}
+		snprintf(ifname, sizeof(ifname), "%s", d->netdev);
+	} else {
+		nic->addr.family = AF_INET;
+		nic->addr.v4.s_addr = htonl(INADDR_LOOPBACK);
+		snprintf(ifname, sizeof(ifname), "lo");
+	}
+	nic->ifmtu = if_mtu(ifname);
+	nic->active_mtu = mtu_enum_for(nic->ifmtu);
+	nic->addr.port = d->index == 0 ? (uint16_t)p->port : SR_ROCEV2_UDP_PORT;
+	return 0;
+}
+
+/* ---- timers ---------------------------------------------------------------------------------- */
+void sr_timer_arm(struct sr_qp *qp)
+{
+	struct sr_nic *nic = qp->nic;
+	bool wake = false;
+
+	if (qp->on_timer_list)
+		return;
+	pthread_mutex_lock(&nic->timer_lock);
+	if (nic->ntimer == nic->timer_cap) {
+		uint32_t cap = nic->timer_cap ? nic->timer_cap * 2 : 64;
+		struct sr_qp **n = realloc(nic->timer_qps, cap * sizeof(*n));
+
+		if (!n) {
+			pthread_mutex_unlock(&nic->timer_lock);
+			sr_err("qp#%u: no memory for a timer; retransmission disabled", sr_qpn(qp));
+			return;
+		}
+		nic->timer_qps = n;
+		nic->timer_cap = cap;
+	}
+	sr_qp_ref(qp);
+	nic->timer_qps[nic->ntimer++] = qp;
+	qp->on_timer_list = true;
+	if (atomic_load(&nic->sleeping)) {
+		atomic_store(&nic->sleeping, false);
+		wake = true;
+	}
+	pthread_mutex_unlock(&nic->timer_lock);
+	if (wake)
+		sr_nic_kick(nic);
+}
+
+/* Runs every armed timer; returns the time to wait in ms (-1: nothing armed). */
+static int nic_run_timers(struct sr_nic *nic)
+{
+	uint64_t now = sr_now_ns(), next = UINT64_MAX;
+	struct sr_qp **snap;
+	uint32_t n;
+
+	pthread_mutex_lock(&nic->timer_lock);
+	n = nic->ntimer;
+	if (!n) {
+		atomic_store(&nic->sleeping, true);
+		pthread_mutex_unlock(&nic->timer_lock);
+		return -1;
+	}
+	snap = malloc(n * sizeof(*snap));
+	if (!snap) {
+		pthread_mutex_unlock(&nic->timer_lock);
+		return 1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		snap[i] = nic->timer_qps[i];
+		sr_qp_ref(snap[i]);
+	}
+	pthread_mutex_unlock(&nic->timer_lock);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sr_qp *qp = snap[i];
+		uint64_t t;
+
+		pthread_mutex_lock(&qp->lock);
+		t = sr_qp_timers(qp, now);
+		if (!t && qp->on_timer_list) {
+			pthread_mutex_lock(&nic->timer_lock);
+			for (uint32_t j = 0; j < nic->ntimer; j++) {
+				if (nic->timer_qps[j] == qp) {
+					nic->timer_qps[j] = nic->timer_qps[--nic->ntimer];
+					break;
+				}
+			}
+			qp->on_timer_list = false;
+			pthread_mutex_unlock(&nic->timer_lock);
+			sr_qp_put(qp);	/* the list's reference */
+		} else if (t && t < next) {
+			next = t;
+		}
+		pthread_mutex_unlock(&qp->lock);
+		sr_qp_put(qp);
+	}
+	free(snap);
+
+	long tick = sr_params()->tick_ms > 0 ? sr_params()->tick_ms : 10;
+
+	if (next == UINT64_MAX)
+		return (int)tick;
+	now = sr_now_ns();
+	if (next <= now)
+		return 0;
+	uint64_t ms = (next - now + 999999) / 1000000;
+
+	return (int)(ms < (uint64_t)tick ? ms : (uint64_t)tick);
+}
+
+/* ---- receive ----------------------------------------------------------------------------- */
+int sr_nic_poll(struct sr_nic *nic)
+{
+	int n;
+
+	if (pthread_mutex_trylock(&nic->rx_lock))
+		return 0;
+	n = sr_net_rx(nic);
+	if (n > 0)
+		sr_resp_flush_acks(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+	return n;
+}
+
+void sr_nic_kick(struct sr_nic *nic)
+{
+	uint64_t one = 1;
+
+	(void)!write(nic->evfd, &one, sizeof(one));
+}
+
+static void *nic_thread(void *arg)
+{
+	struct sr_nic *nic = arg;
+	struct epoll_event ev[4];
+	int timeout = 0;
+
+	while (!atomic_load(&nic->stop)) {
+		int n = epoll_wait(nic->epfd, ev, 4, timeout);
+
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.fd == nic->evfd) {
+				uint64_t v;
+
+				(void)!read(nic->evfd, &v, sizeof(v));
+			}
+		}
+		/* Drain whatever is waiting; a polling application may have taken it already. */
+		pthread_mutex_lock(&nic->rx_lock);
+		for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
+			sr_resp_flush_acks(nic);
+		pthread_mutex_unlock(&nic->rx_lock);
+		timeout = nic_run_timers(nic);
+		if (sr_net_tick(nic) && (timeout < 0 || timeout > 1))
+			timeout = 1;
+	}
+	return NULL;
+}
+
+/* ---- NIC lifecycle ----------------------------------------------------------------------- */
+static void nic_destroy(struct sr_nic *nic)
+{
+	if (nic->thread) {
+		atomic_store(&nic->stop, true);
+		sr_nic_kick(nic);
+		pthread_join(nic->thread, NULL);
+	}
+	sr_net_close(nic);
+	if (nic->epfd >= 0)
+		close(nic->epfd);
+	if (nic->evfd >= 0)
+		close(nic->evfd);
+	for (uint32_t i = 0; i < nic->ntimer; i++)
+		sr_qp_put(nic->timer_qps[i]);
+	free(nic->timer_qps);
+	sr_stats_close(&nic->stats, nic->dev->ibdev.name);
+	sr_table_destroy(&nic->qps);
+	sr_table_destroy(&nic->keys);
+	free(nic);
+}
+
+static int nic_create(struct sr_device *d, struct sr_nic **out)
+{
+	const struct sr_params *p = sr_params();
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct sr_nic *nic = calloc(1, sizeof(*nic));
+	char ident[80];
+	int ret;
+
+	if (!nic)
+		return -ENOMEM;
+	nic->dev = d;
+	nic->fd = nic->epfd = nic->evfd = -1;
+	nic->icrc_check = p->icrc_check;
+	nic->max_inflight = p->max_inflight > 1 ? (uint32_t)p->max_inflight : 2;
+	nic->ack_every = p->ack_every > 0 ? (uint32_t)p->ack_every : 1;
+	pthread_mutex_init(&nic->rx_lock, NULL);
+	pthread_mutex_init(&nic->timer_lock, NULL);
+	ret = sr_table_init(&nic->qps, p->max_qp > 16 ? (uint32_t)p->max_qp : 16);
+	if (!ret)
+		ret = sr_table_init(&nic->keys, p->max_mr > 16 ? (uint32_t)p->max_mr : 16);
+	if (ret)
+		goto fail;
+	ret = nic_choose_addr(nic);
+	if (ret)
+		goto fail;
+	ret = sr_net_open(nic);	/* binds; may move the port; sets up fault injection and pcap */
+	if (ret)
+		goto fail;
+	sr_gid_from_addr(&nic->gid, &nic->addr);
+	/* Node GUID: 0x02 (locally administered) + "SR" + port + the low IP bytes. */
+	{
+		uint8_t g[8] = { 0x02, 'S', 'R', (uint8_t)(nic->addr.port >> 8),
+				 (uint8_t)nic->addr.port };
+		const uint8_t *ip = nic->addr.family == AF_INET ? nic->addr.raw : nic->addr.raw + 13;
+
+		memcpy(&g[5], ip + 1, 3);
+		memcpy(&nic->guid, g, 8);
+	}
+	sr_stats_open(&nic->stats, d->ibdev.name, sr_addr_str(&nic->addr, ident, sizeof(ident)));
+
+	nic->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	nic->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (nic->evfd < 0 || nic->epfd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ev.data.fd = nic->fd;
+	epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->fd, &ev);
+	ev.data.fd = nic->evfd;
+	epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->evfd, &ev);
+	ret = pthread_create(&nic->thread, NULL, nic_thread, nic);
+	if (ret) {
+		nic->thread = 0;
+		ret = -ret;
+		goto fail;
+	}
+	sr_info("%s: up at %s, MTU %u (RoCE %u)", d->ibdev.name, ident, nic->ifmtu,
+		sr_mtu_bytes(nic->active_mtu));
+	*out = nic;
+	return 0;
+fail:
+	nic_destroy(nic);
+	return ret;
+}
+
+int sr_nic_get(struct sr_device *d, struct sr_nic **out)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if (!d->nic)
+		ret = nic_create(d, &d->nic);
+	if (!ret) {
+		d->nic_users++;
+		*out = d->nic;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+void sr_nic_put(struct sr_device *d)
+{
+	struct sr_nic *nic = NULL;
+
+	pthread_mutex_lock(&d->lock);
+	if (--d->nic_users == 0) {
+		nic = d->nic;
+		d->nic = NULL;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (nic)
+		nic_destroy(nic);
+}

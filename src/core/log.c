@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Levelled logging to stderr and the per-call-site rate limiter.
+ *
+ * Each message is formatted into one buffer and written with a single write(2): stdio would
+ * split a line into several writes, and the progress thread's lines would then interleave with
+ * the application's. A line longer than the buffer is cut and marked with "...".
+ */
+#include "core/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int sr_log_level = SR_LOG_WARN;
+
+#define SR_LOG_PREFIX "softrdma: "
+#define SR_LOG_LINE_MAX 1024
+
+#define SR_RL_BURST 10
+#define SR_RL_WINDOW_NS 1000000000ULL
+
+static void log_write(const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(STDERR_FILENO, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;	/* nowhere to report a failing stderr */
+		buf += n;
+		len -= n;
+	}
+}
+
+void sr_log_msg(enum sr_log_level lvl, const char *fmt, ...)
+{
+	char buf[SR_LOG_LINE_MAX];
+	size_t pre = sizeof(SR_LOG_PREFIX) - 1, len;
+	int saved = errno;	/* callers log, then return -errno: keep it intact */
+	va_list ap;
+	int n;
+
+	(void)lvl;
+	memcpy(buf, SR_LOG_PREFIX, pre);
+	va_start(ap, fmt);
+	/* Room is kept for the newline. */
+	n = vsnprintf(buf + pre, sizeof(buf) - pre - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	len = pre + (size_t)n;
+	if (len > sizeof(buf) - 2) {
+		len = sizeof(buf) - 2;
+		memcpy(buf + len - 3, "...", 3);
+	}
+	/* A caller's own trailing newline would make an empty line. */
+	if (len > pre && buf[len - 1] == '\n')
+		len--;
+	buf[len++] = '\n';
+	log_write(buf, len);
+	errno = saved;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	/* Coarse is plenty for a one-second window and costs no syscall. */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int sr_ratelimit_ok(struct sr_ratelimit *rl)
+{
+	uint64_t now = now_ns();
+	uint64_t start = atomic_load_explicit(&rl->window_start_ns, memory_order_relaxed);
+
+	/* Whoever moves the window on reports what the old one swallowed. Between the CAS and
+	 * the reset of count a racing thread may be counted in the old window: harmless, the
+	 * limit is about volume, not exactness. */
+	if (start == 0 || now - start >= SR_RL_WINDOW_NS) {
+		if (atomic_compare_exchange_strong(&rl->window_start_ns, &start, now ? now : 1)) {
+			uint32_t missed = atomic_exchange(&rl->suppressed, 0);
+
+			atomic_store(&rl->count, 0);
+			if (missed)
+				sr_log_msg(SR_LOG_WARN, "%u messages suppressed", missed);
+		}
+	}
+	if (atomic_fetch_add_explicit(&rl->count, 1, memory_order_relaxed) < SR_RL_BURST)
+		return 1;
+	atomic_fetch_add_explicit(&rl->suppressed, 1, memory_order_relaxed);
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/* Posting and object entry points used by the verbs face (src/verbs). All return 0/-errno. */
+#ifndef SR_CORE_POST_H
+#define SR_CORE_POST_H
+
+#include "core/core.h"
+
+/* post.c */
+int sr_post_state_ok(struct sr_qp *qp);
+/* Validates the WQE in slot (filled by the caller); computes its length. */
+int sr_swqe_finish(struct sr_qp *qp, uint32_t slot);
+/* Copies inline data (from sges or bufs) into slot's inline buffer. */
+int sr_swqe_inline(struct sr_qp *qp, uint32_t slot, const struct ibv_sge *sg, size_t n,
+		   const struct ibv_data_buf *bufs);
+int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int sr_qp_post_recv(struct sr_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* After new WQEs: send (or flush in ERR/SQE); qp lock held. */
+void sr_sq_kick(struct sr_qp *qp);
+
+/* qp.c */
+int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **out);
+int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask);
+int sr_qp_query(struct sr_qp *qp, struct ibv_qp_attr *a, struct ibv_qp_init_attr *ia);
+int sr_qp_destroy(struct sr_qp *qp);
+
+/* mr.c */
+uint8_t sr_random8(void);
+int sr_mr_check_access(unsigned access);
+int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access,
+	      struct sr_mr **out);
+int sr_mr_dereg(struct sr_mr *mr);
+int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_t length,
+		unsigned access);
+
+/* cq.c */
+int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out);
+int sr_channel_destroy(struct sr_channel *ch);
+int sr_channel_get(struct sr_channel *ch, struct sr_cq **out);
+int sr_cq_create(struct sr_ctx *ctx, int cqe, struct sr_channel *ch, struct sr_cq **out);
+int sr_cq_destroy(struct sr_cq *cq);
+int sr_cq_resize(struct sr_cq *cq, int cqe);
+int sr_cq_arm(struct sr_cq *cq, int solicited_only);
+int sr_async_event_get(struct sr_ctx *ctx, struct ibv_async_event *out);
+
+/* rq.c */
+int sr_srq_create(struct sr_pd *pd, struct ibv_srq_init_attr *attr, struct sr_srq **out);
+int sr_srq_modify(struct sr_srq *srq, struct ibv_srq_attr *attr, int mask);
+int sr_srq_query(struct sr_srq *srq, struct ibv_srq_attr *attr);
+int sr_srq_destroy(struct sr_srq *srq);
+int sr_srq_post(struct sr_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+bool sr_srq_take(struct sr_srq *srq, struct sr_rwqe *dst);
+
+#endif /* SR_CORE_POST_H */

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wire: one UDP socket per soft NIC.
+ *
+ * The socket is made and driven with raw system calls, not libc's socket()/sendmsg(): Debian's
+ * librspreload.so interposes those to turn an ordinary program's sockets into rsockets, and
+ * the stack's own socket must never be captured by it (it would recurse into ourselves).
+ *
+ * IPv4 sockets set IP_PMTUDISC_DO: packets carry DF, are never fragmented (a packet larger
+ * than the path fails instead, as on a NIC), and Linux then sends IP ID 0 from an unconnected
+ * socket -- which is what makes our ICRC, computed over the IP header before the kernel builds
+ * it, come out right (src/wire/icrc.h).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "net/fault.h"
+#include "net/pcap.h"
+#include "wire/icrc.h"
+#include "wire/pkt.h"
+
+#define SR_RX_BATCH 32
+#define SR_RX_BUFSZ 65536	/* the largest UDP payload: room for future large segments */
+
+struct sr_rxring {
+	struct mmsghdr msg[SR_RX_BATCH];
+	struct iovec iov[SR_RX_BATCH];
+	struct sockaddr_storage src[SR_RX_BATCH];
+	uint8_t *buf;
+};
+
+static int sys_socket(int dom, int type, int proto)
+{
+	return (int)syscall(SYS_socket, dom, type, proto);
+}
+static int sys_setsockopt(int fd, int lvl, int opt, const void *v, socklen_t l)
+{
+	return (int)syscall(SYS_setsockopt, fd, lvl, opt, v, l);
+}
+static int sys_bind(int fd, const struct sockaddr *sa, socklen_t l)
+{
+	return (int)syscall(SYS_bind, fd, sa, l);
+}
+static ssize_t sys_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	return (ssize_t)syscall(SYS_sendmsg, fd, m, flags);
+}
+static int sys_recvmmsg(int fd, struct mmsghdr *m, unsigned n, int flags)
+{
+	return (int)syscall(SYS_recvmmsg, fd, m, n, flags, NULL);
+}
+
+static void set_buf(int fd, int force, int plain, long want)
+{
+	int v = (int)want;
+
+	/* SO_*BUFFORCE passes rmem_max/wmem_max when privileged; otherwise take what we get. */
+	if (sys_setsockopt(fd, SOL_SOCKET, force, &v, sizeof(v)))
+		sys_setsockopt(fd, SOL_SOCKET, plain, &v, sizeof(v));
+}
+
+static int try_bind(int fd, struct sr_addr *a)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sr_addr_to_sockaddr(a, &ss);
+
+	return sys_bind(fd, (struct sockaddr *)&ss, l) ? -errno : 0;
+}
+
+int sr_net_open(struct sr_nic *nic)
+{
+	const struct sr_params *p = sr_params();
+	int fd, one = 1, ret, err;
+	char buf[80];
+
+	fd = sys_socket(nic->addr.family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	nic->fd = fd;
+	if (nic->addr.family == AF_INET) {
+		int v = IP_PMTUDISC_DO;
+
+		sys_setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v));
+	} else {
+		int v = IPV6_PMTUDISC_DO;
+
+		sys_setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v, sizeof(v));
+		sys_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	}
+	set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, p->rcvbuf);
+	set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, p->sndbuf);
+
+	ret = try_bind(fd, &nic->addr);
+	if (ret == -EADDRINUSE) {
+		/* Another process has this port (two processes on one host, zero configuration):
+		 * take another and say so in the GID (docs/gid.md). Ports are picked below the
+		 * RoCEv2 source-port range 49152.. so a reply to a standard peer is never confused
+		 * with one to a softrdma peer. */
+		uint16_t want = nic->addr.port;
+
+		for (int i = 0; i < 256 && ret == -EADDRINUSE; i++) {
+			uint16_t r;
+
+			if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+				r = (uint16_t)(sr_now_ns() >> 10);
+			nic->addr.port = (uint16_t)(20000 + r % 12768);
+			ret = try_bind(fd, &nic->addr);
+		}
+		if (!ret)
+			sr_info("%s: UDP port %u is taken; using %u", nic->dev->ibdev.name, want,
+				nic->addr.port);
+	}
+	if (ret) {
+		sr_err("%s: cannot bind %s: %s", nic->dev->ibdev.name,
+		       sr_addr_str(&nic->addr, buf, sizeof(buf)), strerror(-ret));
+		return ret;
+	}
+
+	nic->rx = calloc(1, sizeof(*nic->rx));
+	if (!nic->rx)
+		return -ENOMEM;
+	nic->rx->buf = malloc((size_t)SR_RX_BATCH * SR_RX_BUFSZ);
+	if (!nic->rx->buf)
+		return -ENOMEM;
+	for (int i = 0; i < SR_RX_BATCH; i++) {
+		nic->rx->iov[i].iov_base = nic->rx->buf + (size_t)i * SR_RX_BUFSZ;
+		nic->rx->iov[i].iov_len = SR_RX_BUFSZ;
+	}
+
+	nic->fault = sr_fault_parse(p->fault, &err);
+	if (err) {
+		sr_err("SOFTRDMA_FAULT=%s: expected name=probability pairs "
+		       "(drop, dup, reorder, corrupt; seed=N)", p->fault);
+		return err;
+	}
+	if (p->pcap && *p->pcap) {
+		nic->pcap = sr_pcap_open(p->pcap);
+		if (!nic->pcap)
+			sr_warn("cannot open pcap file %s: %s", p->pcap, strerror(errno));
+	}
+	return 0;
+}
+
+void sr_net_close(struct sr_nic *nic)
+{
+	if (nic->fd >= 0)
+		close(nic->fd);
+	nic->fd = -1;
+	if (nic->rx) {
+		free(nic->rx->buf);
+		free(nic->rx);
+		nic->rx = NULL;
+	}
+	sr_fault_free(nic->fault);
+	nic->fault = NULL;
+	sr_pcap_close(nic->pcap);
+	nic->pcap = NULL;
+}
+
+/* ---- transmit ----------------------------------------------------------------------------- */
+static void tuple(struct sr_ipudp *t, const struct sr_addr *src, const struct sr_addr *dst)
+{
+	memset(t, 0, sizeof(*t));
+	t->family = src->family == AF_INET ? 4 : 6;
+	memcpy(t->src, src->raw, src->family == AF_INET ? 4 : 16);
+	memcpy(t->dst, dst->raw, dst->family == AF_INET ? 4 : 16);
+	t->sport = src->port;
+	t->dport = dst->port;
+	t->df = true;
+	t->ttl = 64;
+}
+
+/* Sends one packet; the pcap tap records exactly what went out. */
+static int send_iov(struct sr_nic *nic, const struct sr_ipudp *t, const struct sockaddr_storage *ss,
+		    socklen_t sl, struct iovec *iov, int n, size_t len)
+{
+	struct msghdr m = { .msg_name = (void *)ss, .msg_namelen = sl, .msg_iov = iov,
+			    .msg_iovlen = (size_t)n };
+	ssize_t r;
+
+	do
+		r = sys_sendmsg(nic->fd, &m, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		/* ENOBUFS/EAGAIN: a full socket is a lost packet; the transport retransmits. */
+		sr_stat_inc(&nic->stats, SR_STAT_tx_errors);
+		if (errno != EAGAIN && errno != ENOBUFS)
+			sr_log_rl(SR_LOG_WARN, "sendmsg: %s", strerror(errno));
+		return -errno;
+	}
+	sr_stat_inc(&nic->stats, SR_STAT_tx_packets);
+	sr_stat_add(&nic->stats, SR_STAT_tx_bytes, len);
+	if (nic->pcap)
+		sr_pcap_write(nic->pcap, t, iov, n);
+	return 0;
+}
+
+static uint8_t *linearize(const struct iovec *iov, int n, size_t len)
+{
+	uint8_t *b = malloc(len ? len : 1), *p = b;
+
+	if (!b)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	return b;
+}
+
+/* Sends a packet held back by reorder injection (f->lock held). */
+static void release_held(struct sr_nic *nic, struct sr_fault *f)
+{
+	struct iovec v = { f->held, f->held_len };
+
+	if (!f->held)
+		return;
+	send_iov(nic, &f->held_tuple, &f->held_dst, f->held_dlen, &v, 1, f->held_len);
+	free(f->held);
+	f->held = NULL;
+}
+
+/* Applies fault injection to one packet; returns true when the caller should send it. */
+static bool faulted(struct sr_nic *nic, const struct sr_ipudp *t, const struct sockaddr_storage *ss,
+		    socklen_t sl, struct iovec *iov, int n, size_t len)
+{
+	struct sr_fault *f = nic->fault;
+	struct iovec v;
+	uint8_t *copy;
+
+	pthread_mutex_lock(&f->lock);
+	switch (sr_fault_decide(f)) {
+	case SR_FAULT_DROP:
+		sr_stat_inc(&nic->stats, SR_STAT_fault_drop);
+		break;
+	case SR_FAULT_DUP:
+		sr_stat_inc(&nic->stats, SR_STAT_fault_dup);
+		send_iov(nic, t, ss, sl, iov, n, len);
+		send_iov(nic, t, ss, sl, iov, n, len);
+		release_held(nic, f);
+		break;
+	case SR_FAULT_REORDER:
+		copy = linearize(iov, n, len);
+		if (!copy || f->held) {
+			/* One packet is already waiting: this one overtakes it. */
+			send_iov(nic, t, ss, sl, iov, n, len);
+			release_held(nic, f);
+			free(copy);
+			break;
+		}
+		sr_stat_inc(&nic->stats, SR_STAT_fault_reorder);
+		f->held = copy;
+		f->held_len = len;
+		f->held_dst = *ss;
+		f->held_tuple = *t;
+		f->held_dlen = sl;
+		f->held_at = sr_now_ns();
+		break;
+	case SR_FAULT_CORRUPT:
+		copy = linearize(iov, n, len);
+		if (copy) {
+			uint32_t bit = sr_fault_rand(f, (uint32_t)len * 8);
+
+			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			v.iov_base = copy;
+			v.iov_len = len;
+			sr_stat_inc(&nic->stats, SR_STAT_fault_corrupt);
+			send_iov(nic, t, ss, sl, &v, 1, len);
+			free(copy);
+		}
+		release_held(nic, f);
+		break;
+	default:
+		pthread_mutex_unlock(&f->lock);
+		return true;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return false;
+}
+
+/* Sends a packet held too long by reorder injection (called by the progress thread); returns
+ * true while a packet is still held (the thread then wakes again within a millisecond). */
+bool sr_net_tick(struct sr_nic *nic)
+{
+	struct sr_fault *f = nic->fault;
+	bool held;
+
+	if (!f || !f->held)
+		return false;
+	pthread_mutex_lock(&f->lock);
+	if (f->held && sr_now_ns() - f->held_at > 1000000)
+		release_held(nic, f);
+	held = f->held != NULL;
+	pthread_mutex_unlock(&f->lock);
+	return held;
+}
+
+int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
+		const struct iovec *pay, int npay, uint32_t paylen)
+{
+	struct iovec iov[SR_MAX_SGE + 4];
+	uint8_t tail[8] = { 0 };
+	unsigned pad = (-paylen) & 3;
+	size_t len = hlen + paylen + pad + 4;
+	struct sockaddr_storage ss;
+	struct sr_ipudp t;
+	struct sr_icrc c;
+	socklen_t sl;
+	int n = 0, ret;
+
+	if (npay > SR_MAX_SGE + 2)
+		return -EINVAL;
+	tuple(&t, &nic->addr, dst);
+	sr_icrc_begin(&c, &t, len);
+	sr_icrc_bth(&c, hdr);
+	sr_icrc_update(&c, (uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
+	iov[n].iov_base = hdr;
+	iov[n++].iov_len = hlen;
+	for (int i = 0; i < npay; i++) {
+		if (!pay[i].iov_len)
+			continue;
+		sr_icrc_update(&c, pay[i].iov_base, pay[i].iov_len);
+		iov[n++] = pay[i];
+	}
+	sr_icrc_update(&c, tail, pad);
+	sr_st_le32(tail + pad, sr_icrc_final(&c));
+	iov[n].iov_base = tail;
+	iov[n++].iov_len = pad + 4;
+
+	sl = sr_addr_to_sockaddr(dst, &ss);
+	if (nic->fault && !faulted(nic, &t, &ss, sl, iov, n, len))
+		return 0;
+	ret = send_iov(nic, &t, &ss, sl, iov, n, len);
+	if (nic->fault && nic->fault->held) {
+		pthread_mutex_lock(&nic->fault->lock);
+		release_held(nic, nic->fault);	/* the held packet now comes after this one */
+		pthread_mutex_unlock(&nic->fault->lock);
+	}
+	return ret;
+}
+
+/* ---- receive ------------------------------------------------------------------------------ */
+static const enum sr_stat parse_drop[SR_PE_COUNT] = {
+	[SR_PE_SHORT] = SR_STAT_drop_short,
+	[SR_PE_BAD_OPCODE] = SR_STAT_drop_opcode,
+	[SR_PE_BAD_TVER] = SR_STAT_drop_tver,
+	[SR_PE_BAD_PAD] = SR_STAT_drop_pad,
+	[SR_PE_BAD_ICRC] = SR_STAT_drop_icrc,
+};
+
+static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src)
+{
+	enum sr_parse_err pe;
+	struct sr_ipudp t;
+	struct sr_pkt pkt;
+
+	sr_stat_inc(&nic->stats, SR_STAT_rx_packets);
+	sr_stat_add(&nic->stats, SR_STAT_rx_bytes, len);
+	tuple(&t, src, &nic->addr);
+	if (nic->pcap) {
+		struct iovec v = { buf, len };
+
+		sr_pcap_write(nic->pcap, &t, &v, 1);
+	}
+	pe = sr_pkt_parse(&pkt, buf, len);
+	if (pe != SR_PE_OK) {
+		sr_stat_inc(&nic->stats, parse_drop[pe]);
+		return;
+	}
+	if (nic->icrc_check && !sr_icrc_check(&t, buf, len) &&
+	    !(t.family == 4 && sr_icrc_recover_v4_id(&t, buf, len))) {
+		sr_stat_inc(&nic->stats, SR_STAT_drop_icrc);
+		sr_log_rl(SR_LOG_INFO, "dropped a packet with a bad ICRC");
+		return;
+	}
+	sr_rcv(nic, &pkt, src);
+}
+
+int sr_net_rx(struct sr_nic *nic)
+{
+	struct sr_rxring *r = nic->rx;
+	int n;
+
+	for (int i = 0; i < SR_RX_BATCH; i++) {
+		r->msg[i].msg_hdr.msg_name = &r->src[i];
+		r->msg[i].msg_hdr.msg_namelen = sizeof(r->src[i]);
+		r->msg[i].msg_hdr.msg_iov = &r->iov[i];
+		r->msg[i].msg_hdr.msg_iovlen = 1;
+		r->msg[i].msg_hdr.msg_control = NULL;
+		r->msg[i].msg_hdr.msg_controllen = 0;
+		r->msg[i].msg_hdr.msg_flags = 0;
+	}
+	n = sys_recvmmsg(nic->fd, r->msg, SR_RX_BATCH, MSG_DONTWAIT);
+	if (n <= 0)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		struct sr_addr src;
+
+		if (r->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			sr_stat_inc(&nic->stats, SR_STAT_drop_short);
+			continue;
+		}
+		sr_addr_from_sockaddr(&src, (struct sockaddr *)&r->src[i]);
+		rx_one(nic, r->iov[i].iov_base, r->msg[i].msg_len, &src);
+	}
+	return n;
+}

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The completer: consumes responses (ACK/NAK, READ responses, ATOMIC ACKs) on an RC requester
+ * and completes send WQEs, strictly in order.
+ *
+ * comp.psn is the oldest PSN not yet acknowledged. Responses are cumulative (IBA 9.7.5.1): an
+ * ACK or a response for PSN p acknowledges everything before p, so every WQE that ends before
+ * p completes -- except a READ or ATOMIC, whose data must arrive in its own response; an ACK
+ * beyond a READ whose response never came means that response was lost, and the requester
+ * goes back and asks again (IBA 9.7.5.1.x "implied NAK").
+ *
+ * Retries: a NAK-sequence-error or a timeout rewinds the requester to comp.psn. retry_cnt
+ * limits retries without forward progress (any newly acknowledged PSN restores it); rnr_retry
+ * does the same for RNR NAKs, 7 meaning forever (IBA 9.7.5.2.8, C9-155).
+ */
+#include "core/log.h"
+#include "transport/xport.h"
+
+static void progress_made(struct sr_qp *qp)
+{
+	qp->comp.retry_left = qp->attr.retry_cnt;
+	qp->comp.rnr_left = qp->attr.rnr_retry;
+	qp->comp.last_progress = sr_now_ns();
+	qp->comp.nak_rewound = false;
+}
+
+static struct sr_swqe *oldest(struct sr_qp *qp)
+{
+	if (qp->sq.tail == qp->sq.head)
+		return NULL;
+	struct sr_swqe *w = sr_sq_at(&qp->sq, qp->sq.tail);
+
+	return w->state == SR_WQE_POSTED ? NULL : w;
+}
+
+void sr_comp_error_oldest(struct sr_qp *qp)
+{
+	struct sr_swqe *w = oldest(qp);
+
+	if (!w || !w->status)
+		return;
+	sr_comp_wqe(qp, w, (enum ibv_wc_status)w->status);
+	if (qp->type == IBV_QPT_RC)
+		sr_qp_to_error(qp);
+	else
+		sr_qp_to_sqe(qp);
+}
+
+/* Completes an error on the oldest WQE and moves the QP to ERR (the rest flushes). */
+static void fail_oldest(struct sr_qp *qp, enum ibv_wc_status st)
+{
+	struct sr_swqe *w = oldest(qp);
+
+	if (w)
+		sr_comp_wqe(qp, w, st);
+	sr_qp_to_error(qp);
+}
+
+/*
+ * Completes WQEs that a response for PSN psn implies are done: fully sent SEND/WRITE WQEs whose
+ * last PSN is before psn (or at psn when `inclusive`). Stops at a READ/ATOMIC, at a WQE not fully
+ * sent, and at a WQE that carries a local error (which then completes with it). Returns the
+ * first WQE it could not complete, or NULL when the SQ has nothing outstanding.
+ */
+static struct sr_swqe *complete_before(struct sr_qp *qp, uint32_t psn, bool inclusive)
+{
+	struct sr_swqe *w;
+
+	while ((w = oldest(qp))) {
+		if (w->status) {
+			sr_comp_error_oldest(qp);
+			return NULL;
+		}
+		if (sr_op_is_rd_atomic(w->opcode))
+			return w;
+		if (inclusive ? sr_psn_gt(w->last_psn, psn) : sr_psn_ge(w->last_psn, psn))
+			return w;
+		/* Covered: the responder has every packet, even if we are resending some (the
+		 * requester catches up, sr_req_progress). */
+		if (sr_psn_lt(qp->comp.psn, sr_psn_next(w->last_psn)))
+			qp->comp.psn = sr_psn_next(w->last_psn);
+		sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+		progress_made(qp);
+		if (qp->state == IBV_QPS_ERR)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void retry_from(struct sr_qp *qp, uint32_t psn, bool count)
+{
+	if (count) {
+		if (!qp->comp.retry_left) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_retry_exceeded);
+			fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
+			return;
+		}
+		qp->comp.retry_left--;
+	}
+	sr_req_rewind(qp, psn);
+	qp->comp.last_progress = sr_now_ns();
+	sr_req_progress(qp);
+}
+
+static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_swqe *w = complete_before(qp, pkt->psn, false);
+	uint32_t k, off, expect;
+	struct sr_sgl sgl;
+	int st;
+
+	if (!w || w->opcode != IBV_WR_RDMA_READ || !sr_psn_in(pkt->psn, w->first_psn, w->last_psn)) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
+		return;
+	}
+	if (pkt->psn != qp->comp.psn) {
+		/* A gap (lost or reordered response): wait for the timer to ask again. */
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+		return;
+	}
+	k = (uint32_t)sr_psn_diff(pkt->psn, w->first_psn);
+	off = k * qp->mtu;
+	expect = w->length - off < qp->mtu ? w->length - off : qp->mtu;
+	/* A response sequence may restart (FIRST) at any PSN a retried request asked from, but it
+	 * ends (LAST/ONLY) exactly at the READ's last PSN, and every packet before the last is a
+	 * full MTU (IBA 9.7.5.1.3). */
+	bool is_last = pkt->mask & SR_M_END;
+
+	if (is_last != (pkt->psn == w->last_psn) || pkt->paylen != expect) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
+		return;
+	}
+	if (pkt->paylen) {
+		st = sr_sgl_map(qp->nic, qp->pd, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, off,
+				pkt->paylen, IBV_ACCESS_LOCAL_WRITE, &sgl);
+		if (st) {
+			fail_oldest(qp, (enum ibv_wc_status)st);
+			return;
+		}
+		sr_sgl_copy_in(&sgl, sr_pkt_payload(pkt), pkt->paylen);
+		sr_sgl_release(&sgl);
+	}
+	qp->comp.psn = sr_psn_next(pkt->psn);
+	progress_made(qp);
+	if (is_last) {
+		sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+		sr_req_progress(qp);	/* an rd_atomic slot or a fence may have opened */
+	}
+}
+
+static void atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_swqe *w = complete_before(qp, pkt->psn, false);
+	struct sr_sgl sgl;
+	uint64_t orig;
+	int st;
+
+	if (!w || (w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
+		   w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) || w->first_psn != pkt->psn ||
+	    pkt->psn != qp->comp.psn) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
+		return;
+	}
+	orig = sr_atmack_orig(sr_pkt_h(pkt, SR_H_ATMACK));
+	st = sr_sgl_map(qp->nic, qp->pd, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, 0, 8,
+			IBV_ACCESS_LOCAL_WRITE, &sgl);
+	if (st) {
+		fail_oldest(qp, (enum ibv_wc_status)st);
+		return;
+	}
+	sr_sgl_copy_in(&sgl, &orig, 8);	/* host order, as the application reads a uint64_t */
+	sr_sgl_release(&sgl);
+	qp->comp.psn = sr_psn_next(pkt->psn);
+	progress_made(qp);
+	sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+	sr_req_progress(qp);
+}
+
+static void ack(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_swqe *w = complete_before(qp, pkt->psn, true);
+
+	if (qp->state == IBV_QPS_ERR)
+		return;
+	if (w && !w->status) {
+		if (sr_op_is_rd_atomic(w->opcode)) {
+			/* Acknowledged past a READ/ATOMIC whose response we do not have: it was
+			 * lost. Ask again from where we are (not counted: the peer is alive). */
+			if (sr_psn_ge(pkt->psn, w->first_psn) && !qp->comp.nak_rewound) {
+				qp->comp.nak_rewound = true;
+				retry_from(qp, qp->comp.psn, false);
+				return;
+			}
+		} else if (sr_psn_ge(pkt->psn, qp->comp.psn) && sr_psn_lt(pkt->psn, qp->req.high_psn)) {
+			/* Part of a long message acknowledged. */
+			qp->comp.psn = sr_psn_next(pkt->psn);
+			progress_made(qp);
+		}
+	}
+	sr_req_progress(qp);
+}
+
+static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
+{
+	struct sr_swqe *w = complete_before(qp, pkt->psn, false);
+	struct sr_stats *st = &qp->nic->stats;
+
+	if (qp->state == IBV_QPS_ERR || !w)
+		return;
+	if ((syn & SR_AETH_TYPE_MASK) == SR_AETH_RNR_NAK) {
+		sr_stat_inc(st, SR_STAT_rnr_naks_rcvd);
+		if (!sr_psn_in(pkt->psn, w->first_psn, w->last_psn))
+			return;
+		if (qp->comp.rnr_left == 0) {
+			sr_stat_inc(st, SR_STAT_rnr_retry_exceeded);
+			fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		if (qp->comp.rnr_left != 7)
+			qp->comp.rnr_left--;
+		qp->comp.psn = pkt->psn;
+		sr_req_rewind(qp, pkt->psn);
+		qp->req.rnr_until = sr_now_ns() + sr_rnr_timer_ns(syn & SR_AETH_VALUE_MASK);
+		sr_timer_arm(qp);
+		return;
+	}
+	switch (syn & SR_AETH_VALUE_MASK) {
+	case SR_NAK_PSN_SEQ_ERR:
+		sr_stat_inc(st, SR_STAT_seq_naks_rcvd);
+		/* Packets before the NAKed PSN arrived (C9-?): go back to the first missing one.
+		 * A duplicated NAK for a rewind already under way is ignored. */
+		if (sr_psn_lt(pkt->psn, qp->comp.psn) || sr_psn_ge(pkt->psn, qp->req.high_psn))
+			return;
+		if (qp->comp.nak_rewound && pkt->psn == qp->comp.psn)
+			return;
+		bool progress = pkt->psn != qp->comp.psn;
+
+		if (sr_op_is_rd_atomic(w->opcode) && sr_psn_gt(pkt->psn, w->first_psn))
+			pkt->psn = qp->comp.psn;	/* never skip a READ/ATOMIC response */
+		else
+			qp->comp.psn = pkt->psn;
+		if (progress)
+			progress_made(qp);
+		qp->comp.nak_rewound = true;
+		retry_from(qp, qp->comp.psn, !progress);
+		return;
+	case SR_NAK_INVALID_REQ:
+		sr_stat_inc(st, SR_STAT_naks_rcvd);
+		fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);
+		return;
+	case SR_NAK_REM_ACCESS_ERR:
+		sr_stat_inc(st, SR_STAT_naks_rcvd);
+		fail_oldest(qp, IBV_WC_REM_ACCESS_ERR);
+		return;
+	case SR_NAK_REM_OP_ERR:
+		sr_stat_inc(st, SR_STAT_naks_rcvd);
+		fail_oldest(qp, IBV_WC_REM_OP_ERR);
+		return;
+	case SR_NAK_INVALID_RD_REQ:
+		sr_stat_inc(st, SR_STAT_naks_rcvd);
+		fail_oldest(qp, IBV_WC_REM_INV_RD_REQ_ERR);
+		return;
+	default:
+		sr_stat_inc(st, SR_STAT_drop_unexpected);	/* reserved code: ignore */
+		return;
+	}
+}
+
+void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	uint8_t syn = SR_AETH_ACK;
+
+	if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_qp_state);
+		return;
+	}
+	/* A response must be for something we sent and have not seen acknowledged. */
+	if (sr_psn_lt(pkt->psn, qp->comp.psn) || sr_psn_ge(pkt->psn, qp->req.high_psn) ||
+	    qp->sq.tail == qp->sq.head) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+		return;
+	}
+	if (pkt->mask & SR_M_AETH)
+		syn = sr_aeth_syndrome(sr_pkt_h(pkt, SR_H_AETH));
+
+	if (pkt->mask & SR_M_READ) {
+		read_resp(qp, pkt);
+	} else if (pkt->mask & SR_M_ATMACK) {
+		if ((syn & SR_AETH_TYPE_MASK) == SR_AETH_ACK)
+			atomic_ack(qp, pkt);
+		else
+			nak(qp, pkt, syn);
+	} else {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_acks_rcvd);
+		if ((syn & SR_AETH_TYPE_MASK) == SR_AETH_ACK)
+			ack(qp, pkt);
+		else
+			nak(qp, pkt, syn);
+	}
+	/* Drained in SQD: tell the application once (IBA 10.3.1.4). */
+	if (qp->state == IBV_QPS_SQD && qp->sq_draining && qp->sq.tail == qp->req.idx &&
+	    !qp->req.offset) {
+		qp->sq_draining = false;
+		qp->attr.sq_draining = 0;
+		if (qp->sqd_notify)
+			sr_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, qp);
+	}
+}
+
+/* Retransmit and RNR timers. Returns the next deadline (ns) or 0 when nothing is armed. */
+uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
+{
+	uint64_t next = 0;
+
+	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+		return 0;
+	if (qp->req.rnr_until) {
+		if (now < qp->req.rnr_until)
+			return qp->req.rnr_until;
+		qp->req.rnr_until = 0;
+		qp->comp.last_progress = now;
+		sr_req_progress(qp);
+	}
+	bool busy = qp->sq.tail != qp->req.idx || qp->req.offset;
+
+	if (qp->type != IBV_QPT_RC || !busy || !qp->timeout_ns)
+		return qp->req.rnr_until;
+	uint64_t deadline = qp->comp.last_progress + qp->timeout_ns;
+
+	if (now >= deadline) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_retry_timeouts);
+		qp->comp.nak_rewound = false;
+		retry_from(qp, qp->comp.psn, true);
+		if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+			return 0;
+		deadline = qp->comp.last_progress + qp->timeout_ns;
+	}
+	next = deadline;
+	if (qp->req.rnr_until && qp->req.rnr_until < next)
+		next = qp->req.rnr_until;
+	return next;
+}

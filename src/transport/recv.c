@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where a received packet goes. The packet has already been parsed and its ICRC checked
+ * (src/net/udp.c); here it meets the transport's checks (IBA 9.6, "packet header validation"):
+ * destination QP exists, its type matches the opcode's transport, the P_Key matches, the QP's
+ * state accepts it, and on a connected QP the packet comes from the connected peer. Then a
+ * request goes to the responder, a response to the completer. Every drop is counted.
+ */
+#include "core/log.h"
+#include "transport/xport.h"
+
+static bool pkey_ok(uint16_t pkey)
+{
+	/* The port's only P_Key is the default 0xffff. Keys match on the low 15 bits, and two
+	 * limited members (bit 15 clear) may not talk (IBA 10.9.3). */
+	return (pkey & 0x7fff) == 0x7fff;
+}
+
+static bool type_ok(const struct sr_qp *qp, uint32_t mask)
+{
+	switch (qp->type) {
+	case IBV_QPT_RC:
+		return mask & SR_M_RC;
+	case IBV_QPT_UC:
+		return mask & SR_M_UC;
+	case IBV_QPT_UD:
+		return mask & SR_M_UD;
+	default:
+		return false;
+	}
+}
+
+/*
+ * A connected QP takes packets from its peer only. RoCEv2 senders pick their UDP source port
+ * for flow entropy, so a peer at the standard port is matched on its IP address alone; a
+ * softrdma peer on another port (encoded in its GID) always sends from that port.
+ */
+static bool source_ok(const struct sr_qp *qp, const struct sr_addr *src)
+{
+	if (qp->type == IBV_QPT_UD)
+		return true;
+	if (!sr_addr_ip_eq(&qp->peer, src))
+		return false;
+	return qp->peer.port == 4791 || qp->peer.port == src->port;
+}
+
+void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
+{
+	struct sr_stats *st = &nic->stats;
+	struct sr_qp *qp;
+
+	if (pkt->opcode == SR_OPCODE_CNP || !(pkt->mask & (SR_M_REQ | SR_M_RESP))) {
+		sr_stat_inc(st, SR_STAT_drop_opcode);
+		return;
+	}
+	if (!pkey_ok(sr_bth_pkey(sr_pkt_bth(pkt)))) {
+		sr_stat_inc(st, SR_STAT_drop_pkey);
+		return;
+	}
+	qp = sr_qp_lookup(nic, pkt->qpn);
+	if (!qp) {
+		/* QP1 (the CM's GSI QP) and multicast land here until the cm: issue. */
+		sr_stat_inc(st, SR_STAT_drop_qpn);
+		return;
+	}
+	pthread_mutex_lock(&qp->lock);
+	if (!type_ok(qp, pkt->mask)) {
+		sr_stat_inc(st, SR_STAT_drop_qp_type);
+	} else if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT ||
+		   qp->state == IBV_QPS_ERR) {
+		sr_stat_inc(st, SR_STAT_drop_qp_state);
+	} else if (!source_ok(qp, src)) {
+		sr_stat_inc(st, SR_STAT_drop_src);
+	} else if (pkt->mask & SR_M_REQ) {
+		sr_resp_rcv(qp, pkt, src);
+	} else {
+		sr_comp_rcv(qp, pkt);
+	}
+	pthread_mutex_unlock(&qp->lock);
+	sr_qp_put(qp);
+}

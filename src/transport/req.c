@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The requester: what a work request becomes on the wire.
+ *
+ * A WQE gets its PSNs the first time it starts (first_psn .. last_psn: one per packet, and for
+ * an RDMA READ one per response packet) and keeps them: a go-back-N retransmission (rewind)
+ * resends exactly the same packets. The requester runs on whichever thread made progress
+ * possible: the poster (ibv_post_send), the completer (an ACK opened the window), or the timer.
+ *
+ * Limits honoured here: the send window (max_inflight unacknowledged packets), max_rd_atomic
+ * outstanding READ/ATOMIC requests (IBA 9.5.9), IBV_SEND_FENCE (wait for every prior READ and
+ * ATOMIC to complete, IBA 10.8.3.3), the RNR wait, and SQD (no new WQE starts).
+ */
+#include <errno.h>
+
+#include "core/log.h"
+#include "transport/xport.h"
+
+static uint8_t send_opcode(uint8_t tr, bool first, bool last, bool imm)
+{
+	if (first && last)
+		return SR_OPC(tr, imm ? SR_OP_SEND_ONLY_IMM : SR_OP_SEND_ONLY);
+	if (first)
+		return SR_OPC(tr, SR_OP_SEND_FIRST);
+	if (last)
+		return SR_OPC(tr, imm ? SR_OP_SEND_LAST_IMM : SR_OP_SEND_LAST);
+	return SR_OPC(tr, SR_OP_SEND_MIDDLE);
+}
+
+static uint8_t write_opcode(uint8_t tr, bool first, bool last, bool imm)
+{
+	if (first && last)
+		return SR_OPC(tr, imm ? SR_OP_WRITE_ONLY_IMM : SR_OP_WRITE_ONLY);
+	if (first)
+		return SR_OPC(tr, SR_OP_WRITE_FIRST);
+	if (last)
+		return SR_OPC(tr, imm ? SR_OP_WRITE_LAST_IMM : SR_OP_WRITE_LAST);
+	return SR_OPC(tr, SR_OP_WRITE_MIDDLE);
+}
+
+/* Builds and sends the packet of WQE w (slot idx) that starts at byte req.offset with PSN
+ * req.psn. Returns the bytes that packet covers, or -(ibv_wc_status) on a local error. */
+static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
+{
+	uint8_t hdr[SR_MAX_HDR] __attribute__((aligned(8)));
+	uint8_t tr = sr_qp_tr(qp);
+	uint32_t off = qp->req.offset, mtu = qp->mtu, paylen = 0, dqpn;
+	bool first, last, ackreq = false, se = false;
+	const struct sr_addr *dst;
+	struct sr_sgl sgl = { .n = 0 };
+	uint8_t opcode;
+	unsigned hlen;
+	int covered, st;
+
+	switch (w->opcode) {
+	case IBV_WR_RDMA_READ:
+		/* One request asks for everything still missing (a retry resumes mid-way). */
+		opcode = SR_OPC(tr, SR_OP_READ_REQ);
+		first = last = true;
+		covered = (int)(w->length - off);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		opcode = SR_OPC(tr, SR_OP_CMP_SWAP);
+		first = last = true;
+		covered = 8;
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		opcode = SR_OPC(tr, SR_OP_FETCH_ADD);
+		first = last = true;
+		covered = 8;
+		break;
+	default:
+		paylen = w->length - off < mtu ? w->length - off : mtu;
+		first = off == 0;
+		last = off + paylen == w->length;
+		covered = (int)paylen;
+		opcode = (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
+				 ? send_opcode(tr, first, last, w->opcode == IBV_WR_SEND_WITH_IMM)
+				 : write_opcode(tr, first, last,
+						w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+		break;
+	}
+
+	const struct sr_opcode_info *oi = &sr_opcode[opcode];
+
+	hlen = oi->length;
+	if (qp->type == IBV_QPT_RC) {
+		/* An ACK at every message end, and every ack_every packets of a long one so the
+		 * window keeps moving (the responder acks only when asked, C9-...). */
+		ackreq = last || ++qp->req.since_ackreq >= qp->nic->ack_every;
+		if (ackreq)
+			qp->req.since_ackreq = 0;
+	}
+	if (last && (w->flags & IBV_SEND_SOLICITED) &&
+	    (oi->mask & (SR_M_SEND | SR_M_IMMDT)))
+		se = true;
+	if (qp->type == IBV_QPT_UD) {
+		dst = &w->ud_dst;
+		dqpn = w->ud_qpn;
+	} else {
+		dst = &qp->peer;
+		dqpn = qp->attr.dest_qp_num;
+	}
+	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
+		     ackreq, qp->req.psn);
+	if (oi->mask & SR_M_DETH) {
+		/* IBA 10.2.4: a Q_Key with the high bit set means "use the QP's own". */
+		uint32_t qkey = (w->ud_qkey & 0x80000000u) ? qp->attr.qkey : w->ud_qkey;
+
+		sr_deth_build((struct sr_deth *)(hdr + oi->offset[SR_H_DETH]), qkey, sr_qpn(qp));
+	}
+	if (oi->mask & SR_M_RETH) {
+		uint32_t len = w->opcode == IBV_WR_RDMA_READ ? w->length - off : w->length;
+		uint64_t va = w->opcode == IBV_WR_RDMA_READ ? w->raddr + off : w->raddr;
+
+		sr_reth_build((struct sr_reth *)(hdr + oi->offset[SR_H_RETH]), va, w->rkey, len);
+	}
+	if (oi->mask & SR_M_ATMETH) {
+		bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+
+		sr_atmeth_build((struct sr_atmeth *)(hdr + oi->offset[SR_H_ATMETH]), w->raddr,
+				w->rkey, cas ? w->swap : w->compare_add, cas ? w->compare_add : 0);
+	}
+	if (oi->mask & SR_M_IMMDT)
+		sr_immdt_build_raw((struct sr_immdt *)(hdr + oi->offset[SR_H_IMMDT]), w->imm);
+
+	if (paylen) {
+		if (w->inl) {
+			sgl.iov[0].iov_base = sr_sq_inline(&qp->sq, idx) + off;
+			sgl.iov[0].iov_len = paylen;
+			sgl.mr[0] = NULL;
+			sgl.n = 1;
+		} else {
+			st = sr_sgl_map(qp->nic, qp->pd, sr_sq_sges(&qp->sq, idx), w->num_sge, off,
+					paylen, 0, &sgl);
+			if (st)
+				return -st;
+		}
+	}
+	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
+	sr_sgl_release(&sgl);
+	return covered;
+}
+
+static bool outstanding(const struct sr_qp *qp)
+{
+	return qp->sq.tail != qp->req.idx || qp->req.offset;
+}
+
+/*
+ * The completer may have completed WQEs the requester is still (re)sending (their packets had
+ * arrived after all): move past them, and skip the part of the current WQE already
+ * acknowledged.
+ */
+static void catch_up(struct sr_qp *qp)
+{
+	struct sr_sq *sq = &qp->sq;
+	struct sr_swqe *w;
+
+	if ((int32_t)(qp->req.idx - sq->tail) < 0) {
+		qp->req.idx = sq->tail;
+		qp->req.offset = 0;
+		if (qp->req.idx != sq->head) {
+			w = sr_sq_at(sq, qp->req.idx);
+			if (w->state != SR_WQE_POSTED)
+				w->state = SR_WQE_SENT;	/* restart it from its first packet */
+		}
+		if (sr_psn_lt(qp->req.psn, qp->comp.psn))
+			qp->req.psn = qp->comp.psn;
+	}
+	if (qp->req.idx == sq->tail && qp->req.idx != sq->head && sr_psn_lt(qp->req.psn, qp->comp.psn)) {
+		w = sr_sq_at(sq, qp->req.idx);
+		if (w->state != SR_WQE_POSTED && sr_psn_in(qp->comp.psn, w->first_psn, w->last_psn) &&
+		    !sr_op_is_rd_atomic(w->opcode)) {
+			w->state = SR_WQE_SENDING;
+			qp->req.offset = (uint32_t)sr_psn_diff(qp->comp.psn, w->first_psn) * qp->mtu;
+			qp->req.psn = qp->comp.psn;
+		}
+	}
+}
+
+void sr_req_progress(struct sr_qp *qp)
+{
+	struct sr_sq *sq = &qp->sq;
+	bool was_idle, sent = false;
+
+	if (qp->type == IBV_QPT_RC)
+		catch_up(qp);
+	was_idle = !outstanding(qp);
+
+	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+		return;
+	if (qp->req.rnr_until || qp->req.stalled)
+		return;	/* the timer resumes an RNR wait; a stall ends in an error state */
+
+	while (qp->req.idx != sq->head) {
+		struct sr_swqe *w = sr_sq_at(sq, qp->req.idx);
+		int n;
+
+		if (w->state == SR_WQE_POSTED) {
+			/* Starting a new WQE. */
+			if (qp->state == IBV_QPS_SQD)
+				break;
+			if ((w->flags & IBV_SEND_FENCE) && qp->req.rd_atomic)
+				break;
+			if (sr_op_is_rd_atomic(w->opcode)) {
+				if (qp->req.rd_atomic >= qp->attr.max_rd_atomic)
+					break;
+				qp->req.rd_atomic++;
+			}
+			w->first_psn = qp->req.psn;
+			w->npkts = (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+				    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+					   ? 1
+					   : sr_npkts(w->length, qp->mtu);
+			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
+			w->state = SR_WQE_SENDING;
+			qp->req.offset = 0;
+		} else if (w->state == SR_WQE_SENT) {
+			/* Sent before, rewound: resend it whole, with the same PSNs. */
+			w->state = SR_WQE_SENDING;
+			qp->req.offset = 0;
+		}
+		if (qp->type == IBV_QPT_RC &&
+		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= qp->nic->max_inflight)
+			break;
+
+		n = req_xmit(qp, qp->req.idx, w);
+		if (n < 0) {
+			/* A local error (bad lkey, IBA 10.8.3.1 local protection error): nothing more
+			 * is sent; the WQE completes with it once it is the oldest, then the QP leaves
+			 * RTS (RC: ERR; UC/UD: SQE, IBA 10.3.1.x). */
+			w->state = SR_WQE_SENT;
+			w->status = (uint8_t)-n;
+			qp->req.idx++;
+			qp->req.offset = 0;
+			qp->req.stalled = true;
+			if (qp->sq.tail == qp->req.idx - 1)
+				sr_comp_error_oldest(qp);
+			return;
+		}
+		sent = true;
+		if (w->opcode == IBV_WR_RDMA_READ) {
+			/* The request covers the rest of the READ: skip the PSNs of its responses. */
+			qp->req.psn = sr_psn_next(w->last_psn);
+			qp->req.offset = w->length;
+		} else {
+			qp->req.psn = sr_psn_next(qp->req.psn);
+			qp->req.offset += (uint32_t)n;
+		}
+		if (sr_psn_gt(qp->req.psn, qp->req.high_psn))
+			qp->req.high_psn = qp->req.psn;
+		if (qp->req.offset >= w->length || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			w->state = SR_WQE_SENT;
+			qp->req.idx++;
+			qp->req.offset = 0;
+			/* UC and UD have no acknowledgements: sent is done (IBA 9.8). */
+			if (qp->type != IBV_QPT_RC)
+				sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+		}
+	}
+	if (qp->type != IBV_QPT_RC)
+		return;
+	if (sent && was_idle)
+		qp->comp.last_progress = sr_now_ns();
+	if (outstanding(qp) && qp->timeout_ns && !qp->on_timer_list)
+		sr_timer_arm(qp);
+}
+
+void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
+{
+	struct sr_sq *sq = &qp->sq;
+	uint32_t i;
+
+	for (i = sq->tail; i != sq->head; i++) {
+		struct sr_swqe *w = sr_sq_at(sq, i);
+
+		if (w->state == SR_WQE_POSTED)
+			break;
+		if (sr_psn_in(psn, w->first_psn, w->last_psn)) {
+			uint32_t k = (uint32_t)sr_psn_diff(psn, w->first_psn);
+
+			if (sr_psn_lt(psn, qp->req.psn) || i != qp->req.idx)
+				sr_stat_add(&qp->nic->stats, SR_STAT_retransmits,
+					    (uint64_t)sr_psn_diff(qp->req.high_psn, psn));
+			qp->req.idx = i;
+			qp->req.offset = sr_op_is_rd_atomic(w->opcode) && w->opcode != IBV_WR_RDMA_READ
+						 ? 0
+						 : k * qp->mtu;
+			qp->req.psn = psn;
+			w->state = SR_WQE_SENDING;
+			/* Later WQEs already sent keep their PSNs and are resent in turn. */
+			for (uint32_t j = i + 1; j != sq->head; j++) {
+				struct sr_swqe *x = sr_sq_at(sq, j);
+
+				if (x->state == SR_WQE_POSTED)
+					break;
+				x->state = SR_WQE_SENT;	/* "sent before": restart from its start */
+			}
+			return;
+		}
+	}
+}

@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The responder: executes incoming requests and answers them.
+ *
+ * RC (IBA 9.7.4 / 9.7.5): a packet with the expected PSN is executed; a later PSN means loss,
+ * answered with one NAK-sequence-error, after which out-of-sequence packets are dropped
+ * silently until the expected one arrives (C9-112?); an earlier PSN is a duplicate: SEND/WRITE
+ * are re-acknowledged, READ and ATOMIC are replayed from the responder resources (the READ
+ * re-reads memory, the ATOMIC returns its saved result -- it must not execute twice). ACKs are
+ * coalesced: one per receive batch per QP, for the latest PSN that asked for one.
+ *
+ * Errors the requester must hear about are NAKed and move this QP to ERR too (IBA 9.9.3:
+ * remote access, invalid request, remote operational errors). UC and UD never answer: a broken
+ * UC message is dropped whole, a UD datagram with no receive buffer is dropped.
+ */
+#include <errno.h>
+
+#include "core/log.h"
+#include "core/post.h"
+#include "transport/xport.h"
+
+enum rsp {
+	RSP_OK,		/* executed; ACK if asked */
+	RSP_DONE,	/* executed and answered (READ/ATOMIC) */
+	RSP_RNR,	/* no receive WQE: RNR NAK sent */
+	RSP_DROP,	/* silently dropped */
+	RSP_ERR,	/* NAKed, QP moved to ERR */
+};
+
+/* ---- sending responses ------------------------------------------------------------------- */
+static int resp_xmit(struct sr_qp *qp, uint8_t op, uint32_t psn, uint8_t syn,
+		     const struct iovec *iov, int niov, uint32_t paylen, uint64_t orig)
+{
+	uint8_t hdr[SR_MAX_HDR] __attribute__((aligned(8)));
+	const struct sr_opcode_info *oi = &sr_opcode[op];
+
+	sr_bth_build((struct sr_bth *)hdr, op, false, false, (-paylen) & 3, SR_DEFAULT_PKEY,
+		     qp->attr.dest_qp_num, false, psn);
+	if (oi->mask & SR_M_AETH)
+		sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]), syn, qp->resp.msn);
+	if (oi->mask & SR_M_ATMACK)
+		sr_atmack_build((struct sr_atmack *)(hdr + oi->offset[SR_H_ATMACK]), orig);
+	/* Anything sent for psn acknowledges what came before: no separate ACK needed. */
+	if (qp->resp.ack_pending && sr_psn_le(qp->resp.ack_psn, psn))
+		qp->resp.ack_pending = false;
+	return sr_net_xmit(qp->nic, &qp->peer, hdr, oi->length, iov, niov, paylen);
+}
+
+int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syn)
+{
+	struct sr_stats *st = &qp->nic->stats;
+
+	switch (syn & SR_AETH_TYPE_MASK) {
+	case SR_AETH_ACK:
+		sr_stat_inc(st, SR_STAT_acks_sent);
+		break;
+	case SR_AETH_RNR_NAK:
+		sr_stat_inc(st, SR_STAT_rnr_naks_sent);
+		break;
+	default:
+		switch (syn & SR_AETH_VALUE_MASK) {
+		case SR_NAK_PSN_SEQ_ERR:
+			sr_stat_inc(st, SR_STAT_seq_naks_sent);
+			break;
+		case SR_NAK_REM_ACCESS_ERR:
+			sr_stat_inc(st, SR_STAT_access_naks_sent);
+			break;
+		case SR_NAK_INVALID_REQ:
+			sr_stat_inc(st, SR_STAT_inv_req_naks_sent);
+			break;
+		default:
+			sr_stat_inc(st, SR_STAT_op_naks_sent);
+			break;
+		}
+	}
+	return resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_ACK), psn, syn, NULL, 0, 0, 0);
+}
+
+static void ack_later(struct sr_qp *qp, uint32_t psn)
+{
+	struct sr_nic *nic = qp->nic;
+
+	qp->resp.ack_psn = psn;
+	if (qp->resp.ack_pending)
+		return;
+	qp->resp.ack_pending = true;
+	sr_qp_ref(qp);
+	qp->resp.ack_next = nic->ack_list;
+	nic->ack_list = qp;
+}
+
+void sr_resp_flush_acks(struct sr_nic *nic)
+{
+	struct sr_qp *qp;
+
+	while ((qp = nic->ack_list)) {
+		nic->ack_list = qp->resp.ack_next;
+		pthread_mutex_lock(&qp->lock);
+		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR)
+			sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		qp->resp.ack_pending = false;
+		pthread_mutex_unlock(&qp->lock);
+		sr_qp_put(qp);
+	}
+}
+
+/* NAK an error (not a sequence error) and take the QP to ERR (IBA 9.9.3.1, class C). */
+static enum rsp nak_error(struct sr_qp *qp, uint32_t psn, enum sr_nak_code code)
+{
+	enum ibv_event_type ev = code == SR_NAK_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR
+			       : code == SR_NAK_INVALID_REQ    ? IBV_EVENT_QP_REQ_ERR
+							       : IBV_EVENT_QP_FATAL;
+
+	sr_send_ack(qp, psn, SR_AETH_NAK | code);
+	sr_log_rl(SR_LOG_INFO, "qp#%u: NAK code %d for PSN %u, QP to ERR", sr_qpn(qp), code, psn);
+	sr_async_event(qp->ctx, ev, qp);
+	sr_qp_to_error(qp);
+	return RSP_ERR;
+}
+
+static enum rsp nak_access(struct sr_qp *qp, uint32_t psn, enum sr_access_err e)
+{
+	(void)e;
+	return nak_error(qp, psn, SR_NAK_REM_ACCESS_ERR);
+}
+
+/* ---- receive WQEs ---------------------------------------------------------------------- */
+static bool take_rwqe(struct sr_qp *qp)
+{
+	if (qp->resp.have_rwqe)
+		return true;
+	if (qp->srq) {
+		if (!sr_srq_take(qp->srq, qp->resp.rwqe))
+			return false;
+	} else {
+		if (!sr_rq_count(&qp->rq))
+			return false;
+		memcpy(qp->resp.rwqe, sr_rq_at(&qp->rq, qp->rq.tail), qp->rq.stride);
+		qp->rq.tail++;
+	}
+	qp->resp.have_rwqe = true;
+	return true;
+}
+
+static void complete_rwqe(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op,
+			  uint32_t byte_len, struct sr_pkt *pkt, uint32_t src_qp, unsigned flags)
+{
+	struct ibv_wc wc = {
+		.wr_id = qp->resp.rwqe->wr_id,
+		.status = st,
+		.opcode = op,
+		.byte_len = byte_len,
+		.qp_num = sr_qpn(qp),
+		.src_qp = src_qp,
+		.wc_flags = flags,
+	};
+
+	if (pkt && (pkt->mask & SR_M_IMMDT)) {
+		wc.imm_data = sr_immdt_raw(sr_pkt_h(pkt, SR_H_IMMDT));
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	qp->resp.have_rwqe = false;
+	sr_cq_post(qp->rcq, &wc, pkt && (pkt->se || st != IBV_WC_SUCCESS));
+}
+
+/* Copies a SEND payload into the receive WQE at `off`. 0 or an ibv_wc_status. */
+static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t len)
+{
+	struct sr_rwqe *r = qp->resp.rwqe;
+	struct sr_sgl sgl;
+	int st;
+
+	if (!len)
+		return 0;
+	if (off + (uint64_t)len > r->length)
+		return IBV_WC_LOC_LEN_ERR;
+	st = sr_sgl_map(qp->nic, qp->pd, r->sge, r->num_sge, off, len, IBV_ACCESS_LOCAL_WRITE, &sgl);
+	if (st)
+		return st;
+	sr_sgl_copy_in(&sgl, data, len);
+	sr_sgl_release(&sgl);
+	return 0;
+}
+
+/* ---- RC/UC operations -------------------------------------------------------------------- */
+static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	/* FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (IBA 9.7.3.1?). */
+	if (pkt->mask & SR_M_END)
+		return pkt->paylen <= qp->mtu;
+	return pkt->paylen == qp->mtu;
+}
+
+static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	bool rc = qp->type == IBV_QPT_RC;
+	int st;
+
+	if (pkt->mask & SR_M_IETH)
+		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP; /* memory: issue */
+	if (!mtu_ok(qp, pkt))
+		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
+	if (pkt->mask & SR_M_START) {
+		if (!take_rwqe(qp)) {
+			if (!rc) {
+				sr_stat_inc(&qp->nic->stats, SR_STAT_drop_no_rwqe);
+				return RSP_DROP;
+			}
+			/* IBA 9.7.5.2.8: RNR NAK, the requester retries after min_rnr_timer. */
+			sr_send_ack(qp, pkt->psn, SR_AETH_RNR_NAK | qp->attr.min_rnr_timer);
+			qp->resp.nak_sent = true;
+			return RSP_RNR;
+		}
+		qp->resp.recv_off = 0;
+	}
+	st = scatter(qp, qp->resp.recv_off, sr_pkt_payload(pkt), pkt->paylen);
+	if (st == IBV_WC_LOC_LEN_ERR && !rc) {
+		/* UC: the message does not fit; the WQE completes in error, the QP lives on. */
+		complete_rwqe(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, NULL, 0, 0);
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_too_long);
+		return RSP_DROP;
+	}
+	if (st) {
+		complete_rwqe(qp, (enum ibv_wc_status)st, IBV_WC_RECV, 0, NULL, 0, 0);
+		if (rc)
+			return nak_error(qp, pkt->psn, st == IBV_WC_LOC_LEN_ERR ? SR_NAK_INVALID_REQ
+									 : SR_NAK_REM_OP_ERR);
+		sr_qp_to_error(qp);
+		return RSP_ERR;
+	}
+	qp->resp.recv_off += pkt->paylen;
+	qp->resp.in_send = !(pkt->mask & SR_M_END);
+	if (pkt->mask & SR_M_END) {
+		complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.recv_off, pkt,
+			      qp->attr.dest_qp_num, 0);
+		qp->resp.msn++;
+	}
+	return RSP_OK;
+}
+
+static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	bool rc = qp->type == IBV_QPT_RC;
+	enum sr_access_err err;
+	struct sr_mr *mr;
+	uint8_t *ptr;
+
+	if (!mtu_ok(qp, pkt))
+		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
+	if (pkt->mask & SR_M_START) {
+		struct sr_reth *reth = sr_pkt_h(pkt, SR_H_RETH);
+
+		qp->resp.wva = sr_reth_va(reth);
+		qp->resp.wrkey = sr_reth_rkey(reth);
+		qp->resp.wlen = qp->resp.wleft = sr_reth_len(reth);
+		/* The whole range is checked up front (C9-?): nothing lands if any is bad. A
+		 * zero-length WRITE touches nothing and checks no key (IBA 9.4.3). */
+		if (qp->resp.wlen) {
+			mr = sr_mr_get(qp->nic, qp->resp.wrkey, true, qp->pd, qp->resp.wva,
+				       qp->resp.wlen, IBV_ACCESS_REMOTE_WRITE, &ptr, &err);
+			if (!mr) {
+				sr_log_rl(SR_LOG_INFO, "qp#%u: WRITE rkey 0x%x va 0x%llx len %u refused (%d)",
+					  sr_qpn(qp), qp->resp.wrkey,
+					  (unsigned long long)qp->resp.wva, qp->resp.wlen, err);
+				if (!rc) {
+					qp->resp.uc_drop = !(pkt->mask & SR_M_END);
+					sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
+					return RSP_DROP;
+				}
+				return nak_access(qp, pkt->psn, err);
+			}
+			sr_mr_put(mr);
+		}
+	}
+	if (pkt->paylen > qp->resp.wleft || ((pkt->mask & SR_M_END) && pkt->paylen != qp->resp.wleft))
+		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
+	/* WRITE with immediate consumes a receive WQE: check before writing anything. */
+	if ((pkt->mask & SR_M_IMMDT) && !take_rwqe(qp)) {
+		if (!rc) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_no_rwqe);
+			return RSP_DROP;
+		}
+		sr_send_ack(qp, pkt->psn, SR_AETH_RNR_NAK | qp->attr.min_rnr_timer);
+		qp->resp.nak_sent = true;
+		return RSP_RNR;
+	}
+	if (pkt->paylen) {
+		mr = sr_mr_get(qp->nic, qp->resp.wrkey, true, qp->pd, qp->resp.wva, pkt->paylen,
+			       IBV_ACCESS_REMOTE_WRITE, &ptr, &err);
+		if (!mr)	/* deregistered mid-message */
+			return rc ? nak_access(qp, pkt->psn, err) : RSP_DROP;
+		memcpy(ptr, sr_pkt_payload(pkt), pkt->paylen);
+		sr_mr_put(mr);
+	}
+	qp->resp.wva += pkt->paylen;
+	qp->resp.wleft -= pkt->paylen;
+	qp->resp.in_write = !(pkt->mask & SR_M_END);
+	if (pkt->mask & SR_M_END) {
+		if (pkt->mask & SR_M_IMMDT)
+			complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp->resp.wlen, pkt,
+				      qp->attr.dest_qp_num, 0);
+		qp->resp.msn++;
+	}
+	return RSP_OK;
+}
+
+/* Sends the responses to a READ of len bytes at va, starting at PSN psn. */
+static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len)
+{
+	uint32_t n = sr_npkts(len, qp->mtu);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t off = i * qp->mtu;
+		uint32_t plen = len - off < qp->mtu ? len - off : qp->mtu;
+		uint8_t op = n == 1 ? SR_OP_READ_RESP_ONLY : i == 0 ? SR_OP_READ_RESP_FIRST
+			   : i == n - 1 ? SR_OP_READ_RESP_LAST : SR_OP_READ_RESP_MIDDLE;
+		struct iovec iov;
+		struct sr_mr *mr = NULL;
+		enum sr_access_err err;
+		uint8_t *ptr;
+
+		if (plen) {
+			mr = sr_mr_get(qp->nic, rkey, true, qp->pd, va + off, plen,
+				       IBV_ACCESS_REMOTE_READ, &ptr, &err);
+			if (!mr)
+				return;	/* deregistered meanwhile: the requester will time out */
+			iov.iov_base = ptr;
+			iov.iov_len = plen;
+		}
+		resp_xmit(qp, SR_OPC(SR_TR_RC, op), sr_psn_add(psn, (int32_t)i),
+			  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, &iov, plen ? 1 : 0, plen, 0);
+		if (mr)
+			sr_mr_put(mr);
+	}
+}
+
+static struct sr_res *res_new(struct sr_qp *qp)
+{
+	struct sr_res *r = &qp->resp.res[qp->resp.res_next++ % qp->resp.nres];
+
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_reth *reth = sr_pkt_h(pkt, SR_H_RETH);
+	uint64_t va = sr_reth_va(reth);
+	uint32_t rkey = sr_reth_rkey(reth), len = sr_reth_len(reth);
+	enum sr_access_err err;
+	struct sr_mr *mr;
+	struct sr_res *r;
+	uint8_t *ptr;
+
+	if (len > SR_MAX_MSG_SIZE)
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	if (len) {
+		mr = sr_mr_get(qp->nic, rkey, true, qp->pd, va, len, IBV_ACCESS_REMOTE_READ, &ptr, &err);
+		if (!mr)
+			return nak_access(qp, pkt->psn, err);
+		sr_mr_put(mr);
+	}
+	r = res_new(qp);
+	r->type = SR_RES_READ;
+	r->first_psn = pkt->psn;
+	r->last_psn = sr_psn_add(pkt->psn, (int32_t)sr_npkts(len, qp->mtu) - 1);
+	r->va = va;
+	r->rkey = rkey;
+	r->length = len;
+	qp->resp.msn++;
+	qp->resp.epsn = sr_psn_next(r->last_psn);
+	read_respond(qp, pkt->psn, va, rkey, len);
+	return RSP_DONE;
+}
+
+static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_atmeth *a = sr_pkt_h(pkt, SR_H_ATMETH);
+	uint64_t va = sr_atmeth_va(a), orig;
+	enum sr_access_err err;
+	struct sr_mr *mr;
+	struct sr_res *r;
+	uint8_t *ptr;
+
+	if (va & 7)	/* IBA 9.4.5: naturally aligned, else invalid request */
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	mr = sr_mr_get(qp->nic, sr_atmeth_rkey(a), true, qp->pd, va, 8, IBV_ACCESS_REMOTE_ATOMIC,
+		       &ptr, &err);
+	if (!mr)
+		return nak_access(qp, pkt->psn, err);
+	/* Real CPU atomics: atomic against the application's own atomics too (ATOMIC_GLOB). */
+	if ((pkt->opcode & 0x1f) == SR_OP_CMP_SWAP) {
+		orig = sr_atmeth_compare(a);
+		__atomic_compare_exchange_n((uint64_t *)ptr, &orig, sr_atmeth_swap_add(a), false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add((uint64_t *)ptr, sr_atmeth_swap_add(a), __ATOMIC_SEQ_CST);
+	}
+	sr_mr_put(mr);
+	r = res_new(qp);
+	r->type = SR_RES_ATOMIC;
+	r->first_psn = r->last_psn = pkt->psn;
+	r->orig = orig;
+	qp->resp.msn++;
+	qp->resp.epsn = sr_psn_next(pkt->psn);
+	resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_ATOMIC_ACK), pkt->psn,
+		  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, orig);
+	return RSP_DONE;
+}
+
+/* ---- RC duplicates --------------------------------------------------------------------- */
+static void rc_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	sr_stat_inc(&qp->nic->stats, SR_STAT_dup_requests);
+	if (pkt->mask & (SR_M_SEND | SR_M_WRITE)) {
+		/* Already executed: acknowledge the latest PSN again if asked (C9-104?). */
+		if (pkt->ackreq)
+			sr_send_ack(qp, sr_psn_add(qp->resp.epsn, -1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		return;
+	}
+	for (uint32_t i = 0; i < qp->resp.nres; i++) {
+		struct sr_res *r = &qp->resp.res[i];
+
+		if (!r->type || !sr_psn_in(pkt->psn, r->first_psn, r->last_psn))
+			continue;
+		if ((pkt->mask & SR_M_READ) && r->type == SR_RES_READ) {
+			struct sr_reth *reth = sr_pkt_h(pkt, SR_H_RETH);
+			uint32_t k = (uint32_t)sr_psn_diff(pkt->psn, r->first_psn);
+			uint64_t va = sr_reth_va(reth);
+			uint32_t len = sr_reth_len(reth);
+
+			/* Only what the original asked for, from where the retry resumes. */
+			if (sr_reth_rkey(reth) != r->rkey || va != r->va + (uint64_t)k * qp->mtu ||
+			    (uint64_t)len + (uint64_t)k * qp->mtu != r->length)
+				break;
+			read_respond(qp, pkt->psn, va, r->rkey, len);
+			return;
+		}
+		if ((pkt->mask & SR_M_ATOMIC) && r->type == SR_RES_ATOMIC && r->first_psn == pkt->psn) {
+			resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_ATOMIC_ACK), pkt->psn,
+				  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, r->orig);
+			return;
+		}
+		break;
+	}
+	sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);	/* too old to replay */
+}
+
+/* ---- per transport ----------------------------------------------------------------------- */
+static bool sequence_ok(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	bool cont_send = (pkt->mask & SR_M_SEND) && !(pkt->mask & SR_M_START);
+	bool cont_write = (pkt->mask & SR_M_WRITE) && !(pkt->mask & SR_M_START);
+
+	/* A MIDDLE/LAST continues the message in progress; anything else starts one and may
+	 * only come between messages (IBA 9.8.3.1 opcode sequence check). */
+	if (qp->resp.in_send)
+		return cont_send;
+	if (qp->resp.in_write)
+		return cont_write;
+	return !cont_send && !cont_write;
+}
+
+static bool qp_allows(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	unsigned acc = qp->attr.qp_access_flags;
+
+	if ((pkt->mask & SR_M_WRITE) && !(acc & IBV_ACCESS_REMOTE_WRITE))
+		return false;
+	if ((pkt->mask & SR_M_READ) && !(acc & IBV_ACCESS_REMOTE_READ))
+		return false;
+	if ((pkt->mask & SR_M_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC))
+		return false;
+	return !(pkt->mask & (SR_M_FLUSH | SR_M_ATOMIC_WRITE));	/* the memory: issue */
+}
+
+static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	int32_t d = sr_psn_diff(pkt->psn, qp->resp.epsn);
+	enum rsp r;
+
+	if (d > 0) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+		if (!qp->resp.nak_sent) {
+			sr_send_ack(qp, qp->resp.epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+			qp->resp.nak_sent = true;
+		}
+		return;
+	}
+	if (d < 0) {
+		rc_duplicate(qp, pkt);
+		return;
+	}
+	qp->resp.nak_sent = false;
+	if (!sequence_ok(qp, pkt) || !qp_allows(qp, pkt)) {
+		nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+		return;
+	}
+	if (pkt->mask & SR_M_SEND)
+		r = do_send(qp, pkt);
+	else if (pkt->mask & SR_M_WRITE)
+		r = do_write(qp, pkt);
+	else if (pkt->mask & SR_M_READ)
+		r = do_read(qp, pkt);
+	else
+		r = do_atomic(qp, pkt);
+	if (r == RSP_OK) {
+		qp->resp.epsn = sr_psn_next(pkt->psn);
+		if (pkt->ackreq)
+			ack_later(qp, pkt->psn);
+	}
+}
+
+static void uc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	bool start = pkt->mask & SR_M_START;
+
+	if (pkt->psn != qp->resp.epsn) {
+		/* Loss: the message in progress is gone; a new one may start right here. */
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+		qp->resp.in_send = qp->resp.in_write = false;
+		qp->resp.uc_drop = !start;
+		qp->resp.epsn = sr_psn_next(pkt->psn);
+		if (!start)
+			return;
+	} else {
+		qp->resp.epsn = sr_psn_next(pkt->psn);
+		if (qp->resp.uc_drop && !start) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_uc_msg);
+			return;
+		}
+	}
+	qp->resp.uc_drop = false;
+	if (!sequence_ok(qp, pkt) || !qp_allows(qp, pkt)) {
+		qp->resp.in_send = qp->resp.in_write = false;
+		qp->resp.uc_drop = !(pkt->mask & SR_M_END);
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_uc_msg);
+		return;
+	}
+	enum rsp r = (pkt->mask & SR_M_SEND) ? do_send(qp, pkt) : do_write(qp, pkt);
+
+	if (r == RSP_DROP) {
+		qp->resp.in_send = qp->resp.in_write = false;
+		qp->resp.uc_drop = !(pkt->mask & SR_M_END);
+	}
+}
+
+/*
+ * UD receive: the first 40 bytes of the buffer get the GRH (IBA 11.4.1.1). On RoCEv2 over IPv4
+ * its last 20 bytes are the IPv4 header; softrdma also stores the sender's UDP port in the
+ * first 20 (otherwise unused) bytes so ibv_init_ah_from_wc() can answer a peer on another
+ * port: "SR" + port, big-endian (docs/gid.md).
+ */
+static void build_grh(struct sr_qp *qp, const struct sr_addr *src, uint32_t paylen, uint8_t *grh)
+{
+	const struct sr_addr *me = &qp->nic->addr;
+
+	memset(grh, 0, 40);
+	if (src->family == AF_INET) {
+		uint8_t *ip = grh + 20;
+
+		grh[0] = 'S';
+		grh[1] = 'R';
+		sr_st_be16(&grh[2], src->port);
+		ip[0] = 0x45;
+		sr_st_be16(&ip[2], (uint16_t)(20 + 8 + SR_BTH_LEN + SR_DETH_LEN + paylen + SR_ICRC_LEN));
+		ip[6] = 0x40;	/* DF */
+		ip[8] = 64;
+		ip[9] = 17;	/* UDP */
+		memcpy(&ip[12], &src->v4, 4);
+		memcpy(&ip[16], &me->v4, 4);
+	} else {
+		grh[0] = 0x60;
+		sr_st_be16(&grh[4], (uint16_t)(8 + SR_BTH_LEN + SR_DETH_LEN + paylen + SR_ICRC_LEN));
+		grh[6] = 17;
+		grh[7] = 64;
+		memcpy(&grh[8], &src->v6, 16);
+		memcpy(&grh[24], &me->v6, 16);
+	}
+}
+
+static void ud_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src)
+{
+	struct sr_deth *deth = sr_pkt_h(pkt, SR_H_DETH);
+	uint8_t grh[40];
+	int st;
+
+	if (sr_deth_qkey(deth) != qp->attr.qkey) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_qkey);
+		return;
+	}
+	if (pkt->paylen > qp->mtu) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_too_long);
+		return;
+	}
+	if (!take_rwqe(qp)) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_no_rwqe);
+		return;
+	}
+	build_grh(qp, src, pkt->paylen, grh);
+	st = scatter(qp, 0, grh, 40);
+	if (!st)
+		st = scatter(qp, 40, sr_pkt_payload(pkt), pkt->paylen);
+	if (st) {
+		if (st == IBV_WC_LOC_LEN_ERR)
+			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_too_long);
+		complete_rwqe(qp, (enum ibv_wc_status)st, IBV_WC_RECV, 0, NULL, 0, 0);
+		return;
+	}
+	complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV, 40 + pkt->paylen, pkt, sr_deth_sqp(deth),
+		      IBV_WC_GRH);
+}
+
+void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src)
+{
+	switch (qp->state) {
+	case IBV_QPS_RTR:
+		if (!qp->resp.comm_est && qp->type != IBV_QPT_UD) {
+			/* First packet on a connection still in RTR (IBA 11.6.3.2). */
+			qp->resp.comm_est = true;
+			sr_async_event(qp->ctx, IBV_EVENT_COMM_EST, qp);
+		}
+		break;
+	case IBV_QPS_RTS:
+	case IBV_QPS_SQD:
+	case IBV_QPS_SQE:
+		break;
+	default:
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_qp_state);
+		return;
+	}
+	if (qp->type == IBV_QPT_RC)
+		rc_rcv(qp, pkt);
+	else if (qp->type == IBV_QPT_UC)
+		uc_rcv(qp, pkt);
+	else
+		ud_rcv(qp, pkt, src);
+}
+
+/* Back to RESET: forget every piece of transport state (qp lock held). */
+void sr_transport_reset(struct sr_qp *qp)
+{
+	qp->sq.head = qp->sq.tail = 0;
+	qp->rq.head = qp->rq.tail = 0;
+	memset(&qp->req, 0, sizeof(qp->req));
+	memset(&qp->comp, 0, sizeof(qp->comp));
+	qp->resp.epsn = qp->resp.msn = 0;
+	qp->resp.nak_sent = qp->resp.comm_est = qp->resp.in_send = qp->resp.in_write = false;
+	qp->resp.uc_drop = qp->resp.have_rwqe = false;
+	if (qp->resp.res)
+		memset(qp->resp.res, 0, qp->resp.nres * sizeof(*qp->resp.res));
+	qp->rexmit_at = 0;
+	qp->sq_draining = false;
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Scatter/gather lists: turning a message range into memory the engine may touch. Every piece
+ * passes the one access check (sr_mr_get) and holds its MR until the copy is done, so an MR
+ * deregistered concurrently waits for the copy instead of being written after it is gone.
+ */
+#include "transport/xport.h"
+
+void sr_sgl_release(struct sr_sgl *s)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->mr[i])
+			sr_mr_put(s->mr[i]);
+	s->n = 0;
+}
+
+int sr_sgl_map(struct sr_nic *nic, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t nsge,
+	       uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s)
+{
+	uint64_t pos = 0;
+
+	s->n = 0;
+	for (uint32_t i = 0; i < nsge && len; i++) {
+		uint64_t l = sge[i].length;
+		uint64_t skip, take;
+		enum sr_access_err err;
+		uint8_t *ptr;
+
+		if (pos + l <= off) {
+			pos += l;
+			continue;
+		}
+		skip = off > pos ? off - pos : 0;
+		take = l - skip < len ? l - skip : len;
+		if (s->n == SR_MAX_IOV)
+			goto prot;
+		s->mr[s->n] = sr_mr_get(nic, sge[i].lkey, false, pd, sge[i].addr + skip, take,
+					access, &ptr, &err);
+		if (!s->mr[s->n])
+			goto prot;
+		s->iov[s->n].iov_base = ptr;
+		s->iov[s->n].iov_len = take;
+		s->n++;
+		len -= (uint32_t)take;
+		off += take;
+		pos += l;
+	}
+	if (len) {
+		sr_sgl_release(s);
+		return IBV_WC_LOC_LEN_ERR;
+	}
+	return 0;
+prot:
+	sr_sgl_release(s);
+	return IBV_WC_LOC_PROT_ERR;
+}
+
+void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len)
+{
+	const uint8_t *p = buf;
+
+	for (int i = 0; i < s->n && len; i++) {
+		size_t l = s->iov[i].iov_len < len ? s->iov[i].iov_len : len;
+
+		memcpy(s->iov[i].iov_base, p, l);
+		p += l;
+		len -= (uint32_t)l;
+	}
+}
+
+uint64_t sr_rnr_timer_ns(unsigned code)
+{
+	/* IBA table 45 (and ibv_modify_qp(3)): microseconds per 5-bit encoding. */
+	static const uint32_t us[32] = {
+		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+		2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
+		163840, 245760, 327680, 491520,
+	};
+
+	return (uint64_t)us[code & 31] * 1000;
+}

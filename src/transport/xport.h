@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the requester, responder and completer. Internal to src/transport. */
+#ifndef SR_TRANSPORT_XPORT_H
+#define SR_TRANSPORT_XPORT_H
+
+#include "core/core.h"
+#include "wire/opcode.h"
+#include "wire/pkt.h"
+#include "wire/psn.h"
+
+/* Largest header set a request or response needs (BTH+XRCETH+RETH+ImmDt/IETH, or
+ * BTH+DETH+ImmDt, or BTH+AETH+AtomicAckETH, or BTH+AtomicETH). */
+#define SR_MAX_HDR 64
+/* Most iovecs one packet's payload can need: one per SGE, plus header and trailer. */
+#define SR_MAX_IOV (SR_MAX_SGE + 2)
+
+static inline bool sr_op_is_rd_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static inline uint32_t sr_npkts(uint32_t len, uint32_t mtu)
+{
+	return len ? (len + mtu - 1) / mtu : 1;
+}
+
+/* The transport class of the QP's opcodes. */
+static inline uint8_t sr_qp_tr(const struct sr_qp *qp)
+{
+	return qp->type == IBV_QPT_RC ? SR_TR_RC : qp->type == IBV_QPT_UC ? SR_TR_UC : SR_TR_UD;
+}
+
+/*
+ * A payload gathered from (or to be scattered into) memory named by SGEs: the iovecs and the
+ * MR references that keep it valid until the copy is done. Released by sr_sgl_release().
+ */
+struct sr_sgl {
+	struct iovec iov[SR_MAX_IOV];
+	struct sr_mr *mr[SR_MAX_IOV];
+	int n;
+};
+void sr_sgl_release(struct sr_sgl *s);
+/*
+ * Resolves bytes [off, off + len) of the message described by sge[0..nsge) into s, checking
+ * every key with `access` (0 for local read, IBV_ACCESS_LOCAL_WRITE to write). Returns 0 or the
+ * ibv_wc_status to complete with (IBV_WC_LOC_PROT_ERR, IBV_WC_LOC_LEN_ERR).
+ */
+int sr_sgl_map(struct sr_nic *nic, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t nsge,
+	       uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s);
+/* Copies len bytes from buf into s's iovecs. */
+void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len);
+
+/* Responder / completer packets (resp.c). */
+int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syndrome);
+
+/* RNR timer encodings of IBA table 45, in ns. */
+uint64_t sr_rnr_timer_ns(unsigned code);
+
+#endif /* SR_TRANSPORT_XPORT_H */

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Devices, contexts, queries and asynchronous events: the exported entry points.
+ *
+ * The context is an extended one (abi_compat = __VERBS_ABI_IS_EXTENDED, sz set), so the inline
+ * verbs_get_ctx_op() in <infiniband/verbs.h> finds query_port, query_device_ex, create_cq_ex
+ * and create_qp_ex; ops the device does not have stay NULL there, and those inline helpers then
+ * return EOPNOTSUPP/ENOSYS themselves.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/param.h"
+#include "verbs/verbs.h"
+
+#undef ibv_get_device_list
+#undef ibv_query_port
+
+/* ---- devices --------------------------------------------------------------------------- */
+struct ibv_device **ibv_get_device_list(int *num)
+{
+	struct sr_device **devs;
+	int n = sr_devices(&devs);
+	struct ibv_device **list = calloc((size_t)n + 1, sizeof(*list));
+
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		list[i] = &devs[i]->ibdev;
+	if (num)
+		*num = n;
+	return list;
+}
+
+void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+const char *ibv_get_device_name(struct ibv_device *dev)
+{
+	return dev->name;
+}
+
+static struct sr_device *sr_dev(struct ibv_device *d)
+{
+	return (struct sr_device *)d;
+}
+
+__be64 ibv_get_device_guid(struct ibv_device *dev)
+{
+	/* 02:'S':'R':index then the pid: each process has its own soft NIC. */
+	uint64_t g = 0x0253520000000000ull | ((uint64_t)(uint8_t)sr_dev(dev)->index << 32) |
+		     (uint32_t)getpid();
+
+	return htobe64(g);
+}
+
+int ibv_get_device_index(struct ibv_device *dev)
+{
+	return sr_dev(dev)->index;
+}
+
+/* ---- context ------------------------------------------------------------------------------ */
+static int sr_v_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a,
+			   size_t len);
+static int sr_v_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
+				struct ibv_device_attr_ex *a, size_t len);
+
+struct ibv_context *ibv_open_device(struct ibv_device *dev)
+{
+	struct sr_ctx *ctx = calloc(1, sizeof(*ctx));
+	struct ibv_context *c;
+	int ret;
+
+	if (!ctx)
+		return sr_null(-ENOMEM);
+	ret = sr_nic_get(sr_dev(dev), &ctx->nic);
+	if (ret) {
+		free(ctx);
+		return sr_null(ret);
+	}
+	ctx->dev = sr_dev(dev);
+	pthread_mutex_init(&ctx->ev_lock, NULL);
+	c = &ctx->vctx.context;
+	c->device = dev;
+	c->cmd_fd = -1;
+	c->async_fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+	c->num_comp_vectors = 1;
+	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	pthread_mutex_init(&c->mutex, NULL);
+	c->ops.poll_cq = sr_v_poll_cq;
+	c->ops.req_notify_cq = sr_v_req_notify_cq;
+	c->ops.post_send = sr_v_post_send;
+	c->ops.post_recv = sr_v_post_recv;
+	c->ops.post_srq_recv = sr_v_post_srq_recv;
+	ctx->vctx.sz = sizeof(ctx->vctx);
+	ctx->vctx.query_port = sr_v_query_port;
+	ctx->vctx.query_device_ex = sr_v_query_device_ex;
+	ctx->vctx.create_cq_ex = sr_v_create_cq_ex;
+	ctx->vctx.create_qp_ex = sr_v_create_qp_ex;
+	if (c->async_fd < 0) {
+		ret = -errno;
+		sr_nic_put(ctx->dev);
+		free(ctx);
+		return sr_null(ret);
+	}
+	return c;
+}
+
+int ibv_close_device(struct ibv_context *c)
+{
+	struct sr_ctx *ctx = sr_ctx(c);
+
+	close(c->async_fd);
+	sr_nic_put(ctx->dev);
+	free(ctx->evq);
+	free(ctx);
+	return 0;
+}
+
+/* ---- queries -------------------------------------------------------------------------------- */
+void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a)
+{
+	const struct sr_params *p = sr_params();
+
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "softrdma %s", "0.1.0");
+	a->node_guid = ibv_get_device_guid(&ctx->dev->ibdev);
+	a->sys_image_guid = a->node_guid;
+	a->max_mr_size = UINT64_MAX;
+	a->page_size_cap = 0xfffff000;	/* any power-of-two page from 4 KiB: no page tables */
+	a->vendor_id = SR_VENDOR_ID;
+	a->vendor_part_id = SR_VENDOR_PART_ID;
+	a->hw_ver = 1;
+	a->max_qp = (int)p->max_qp;
+	a->max_qp_wr = SR_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_PORT_ACTIVE_EVENT;
+	a->max_sge = SR_MAX_SGE;
+	a->max_sge_rd = SR_MAX_SGE;
+	a->max_cq = 65536;
+	a->max_cqe = (int)p->max_cqe;
+	a->max_mr = (int)p->max_mr;
+	a->max_pd = 65536;
+	a->max_qp_rd_atom = SR_MAX_RD_ATOMIC;
+	a->max_qp_init_rd_atom = SR_MAX_RD_ATOMIC;
+	a->max_res_rd_atom = (int)p->max_qp * SR_MAX_RD_ATOMIC;
+	/* The responder's atomics are CPU atomics on the target memory: atomic against every
+	 * other QP and against the application's own atomic instructions. */
+	a->atomic_cap = IBV_ATOMIC_GLOB;
+	a->max_ah = 65536;
+	a->max_srq = 65536;
+	a->max_srq_wr = SR_MAX_QP_WR;
+	a->max_srq_sge = SR_MAX_SGE;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+}
+
+int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
+{
+	sr_fill_device_attr(sr_ctx(c), a);
+	return 0;
+}
+
+static int sr_v_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
+				struct ibv_device_attr_ex *a, size_t len)
+{
+	struct ibv_device_attr_ex full;
+
+	if (in && in->comp_mask)
+		return EINVAL;
+	memset(&full, 0, sizeof(full));
+	sr_fill_device_attr(sr_ctx(c), &full.orig_attr);
+	full.phys_port_cnt_ex = 1;
+	memcpy(a, &full, len < sizeof(full) ? len : sizeof(full));
+	return 0;
+}
+
+static void fill_port(struct sr_ctx *ctx, struct ibv_port_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->state = IBV_PORT_ACTIVE;
+	a->max_mtu = ctx->nic->active_mtu;
+	a->active_mtu = ctx->nic->active_mtu;
+	a->gid_tbl_len = 1;
+	a->max_msg_sz = SR_MAX_MSG_SIZE;
+	a->pkey_tbl_len = 1;
+	a->max_vl_num = 1;
+	a->active_width = 2;	/* 4X */
+	a->active_speed = 32;	/* EDR: what rxe reports for a software port */
+	a->phys_state = 5;	/* LinkUp */
+	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+static int sr_v_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a,
+			   size_t len)
+{
+	struct ibv_port_attr full;
+
+	if (port != 1)
+		return EINVAL;
+	fill_port(sr_ctx(c), &full);
+	memcpy(a, &full, len < sizeof(full) ? len : sizeof(full));
+	return 0;
+}
+
+/* The old exported entry point: its struct ends with link_layer (rdma-core's compat layout). */
+int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_attr *a)
+{
+	return sr_v_query_port(c, port, (struct ibv_port_attr *)a,
+			       offsetof(struct ibv_port_attr, link_layer) + 1);
+}
+
+int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
+{
+	if (port != 1 || index != 0)
+		return -1;
+	*gid = sr_ctx(c)->nic->gid;
+	return 0;
+}
+
+int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index,
+		      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+
+	if (flags || entry_size < sizeof(e))
+		return EINVAL;
+	if (port != 1)
+		return EINVAL;
+	if (index != 0)
+		return ENODATA;
+	memset(&e, 0, sizeof(e));
+	e.gid = sr_ctx(c)->nic->gid;
+	e.gid_index = 0;
+	e.port_num = 1;
+	e.gid_type = IBV_GID_TYPE_ROCE_V2;
+	e.ndev_ifindex = sr_ctx(c)->dev->netdev[0] ? if_nametoindex(sr_ctx(c)->dev->netdev) : 1;
+	memcpy(entry, &e, sizeof(e));
+	return 0;
+}
+
+ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries,
+			     size_t max, uint32_t flags, size_t entry_size)
+{
+	if (flags || entry_size < sizeof(*entries))
+		return -EINVAL;
+	if (!max)
+		return -EINVAL;
+	if (_ibv_query_gid_ex(c, 1, 0, entries, 0, entry_size))
+		return -EINVAL;
+	return 1;
+}
+
+/*
+ * rdma-core's private GID-type query (what ibv_devinfo prints after each GID). Its enum lives
+ * in the uninstalled driver.h: 0 is "IB/RoCE v1", 1 is "RoCE v2"; every softrdma GID is v2.
+ */
+int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type);
+int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type)
+{
+	if (port != 1 || index != 0)
+		return EINVAL;
+	*type = 1;
+	return 0;
+}
+
+int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
+{
+	if (port != 1 || index != 0)
+		return -1;
+	*pkey = htobe16(0xffff);
+	return 0;
+}
+
+int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey)
+{
+	if (port != 1)
+		return -1;
+	return (be16toh(pkey) & 0x7fff) == 0x7fff ? 0 : -1;
+}
+
+/* ---- asynchronous events -------------------------------------------------------------------- */
+static bool event_is_qp(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
+{
+	int ret = sr_async_event_get(sr_ctx(c), ev);
+
+	if (ret)
+		return -1;	/* errno set by read(): EAGAIN on a non-blocking fd */
+	/* Count deliveries so destroy can wait for the matching acks (as rdma-core does). */
+	if (event_is_qp(ev->event_type)) {
+		struct sr_qp *qp = sr_qp(ev->element.qp);
+
+		pthread_mutex_lock(&qp->qpx.qp_base.mutex);
+		qp->async_events_delivered++;
+		pthread_mutex_unlock(&qp->qpx.qp_base.mutex);
+	} else if (ev->event_type == IBV_EVENT_CQ_ERR) {
+		struct sr_cq *cq = sr_cq(ev->element.cq);
+
+		pthread_mutex_lock(&cq->ibcq.mutex);
+		cq->async_events_delivered++;
+		pthread_mutex_unlock(&cq->ibcq.mutex);
+	} else if (ev->event_type == IBV_EVENT_SRQ_ERR ||
+		   ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+		struct sr_srq *srq = sr_srq(ev->element.srq);
+
+		pthread_mutex_lock(&srq->ibsrq.mutex);
+		srq->async_events_delivered++;
+		pthread_mutex_unlock(&srq->ibsrq.mutex);
+	}
+	return 0;
+}
+
+void ibv_ack_async_event(struct ibv_async_event *ev)
+{
+	if (event_is_qp(ev->event_type)) {
+		struct ibv_qp *qp = ev->element.qp;
+
+		pthread_mutex_lock(&qp->mutex);
+		qp->events_completed++;
+		pthread_cond_signal(&qp->cond);
+		pthread_mutex_unlock(&qp->mutex);
+	} else if (ev->event_type == IBV_EVENT_CQ_ERR) {
+		struct ibv_cq *cq = ev->element.cq;
+
+		pthread_mutex_lock(&cq->mutex);
+		cq->async_events_completed++;
+		pthread_cond_signal(&cq->cond);
+		pthread_mutex_unlock(&cq->mutex);
+	} else if (ev->event_type == IBV_EVENT_SRQ_ERR ||
+		   ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+		struct ibv_srq *srq = ev->element.srq;
+
+		pthread_mutex_lock(&srq->mutex);
+		srq->events_completed++;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
+	}
+}
+
+/* Enhanced Connection Establishment: no vendor options to negotiate. */
+int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * CRC-32 with the Ethernet polynomial, reflected (0xEDB88320), raw: no pre- or post-inversion,
+ * so the ICRC code can seed it and complement it as annex A17.3.3 says.
+ *
+ * Two engines giving identical results:
+ *  - slicing-by-8 tables (portable, ~8 bytes per round of 8 lookups);
+ *  - carry-less multiplication folding (x86 PCLMULQDQ), chosen at run time, for buffers of
+ *    64 bytes and more.
+ *
+ * Polynomials here use the reflected convention of the tables: in a 32-bit value, bit 31 is
+ * the coefficient of x^0 and bit 0 that of x^31. In a byte stream, the first bit (bit 0 of the
+ * first byte) has the highest degree.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <endian.h>
+
+#include "icrc.h"
+
+#define SR_CRC32_POLY 0xedb88320u
+
+#if defined(__x86_64__) || defined(__i386__)
+#define SR_CRC_X86 1
+#include <immintrin.h>
+#endif
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static bool crc_have_pclmul;
+static void crc_init(void);
+
+/* ---- GF(2)[x] mod P arithmetic ---------------------------------------------------------- */
+
+/* a * b mod P, both reflected. */
+static uint32_t gf2_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t p = 0;
+
+	for (uint32_t m = 1u << 31; m; m >>= 1) {
+		if (a & m)
+			p ^= b;
+		b = (b & 1) ? (b >> 1) ^ SR_CRC32_POLY : b >> 1;	/* b *= x */
+	}
+	return p;
+}
+
+/* x2n[k] = x^(2^k) mod P: x^n is then one product per set bit of n. Filled by crc_init(). */
+static uint32_t x2n[64];
+
+static void x2n_init(void)
+{
+	x2n[0] = 1u << 30;		/* x^1 */
+	for (int k = 1; k < 64; k++)
+		x2n[k] = gf2_mulmod(x2n[k - 1], x2n[k - 1]);
+}
+
+static uint32_t xpow(uint64_t n)
+{
+	uint32_t r = 1u << 31;		/* x^0 */
+
+	for (int k = 0; n; k++, n >>= 1)
+		if (n & 1)
+			r = gf2_mulmod(r, x2n[k]);
+	return r;
+}
+
+uint32_t sr_crc32_xpow(uint64_t n)
+{
+	pthread_once(&crc_once, crc_init);
+	return xpow(n);
+}
+
+uint32_t sr_crc32_mulmod(uint32_t a, uint32_t b)
+{
+	return gf2_mulmod(a, b);
+}
+
+/*
+ * Feeding a zero byte to a raw CRC multiplies its state by x^8 mod P, so running it over n
+ * zero bytes is one multiplication by x^(8n) mod P.
+ */
+uint32_t sr_crc32_zeros(uint32_t crc, uint64_t nbytes)
+{
+	return gf2_mulmod(sr_crc32_xpow(8 * nbytes), crc);
+}
+
+/* ---- Slicing-by-8 ---------------------------------------------------------------------- */
+
+#ifdef SR_CRC_X86
+/* Fold constants for the PCLMUL path: {x^(64+D-1), x^(D-1)} mod P for D = 512 and 128 bits. */
+static uint64_t k_fold512[2], k_fold128[2];
+static void pclmul_init(void);
+#endif
+
+static void crc_init(void)
+{
+	x2n_init();
+	for (unsigned n = 0; n < 256; n++) {
+		uint32_t c = n;
+
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ ((c & 1) ? SR_CRC32_POLY : 0);
+		crc_tab[0][n] = c;
+	}
+	/* crc_tab[t][n]: byte n followed by t zero bytes. */
+	for (int t = 1; t < 8; t++)
+		for (unsigned n = 0; n < 256; n++)
+			crc_tab[t][n] = (crc_tab[t - 1][n] >> 8) ^ crc_tab[0][crc_tab[t - 1][n] & 0xff];
+#ifdef SR_CRC_X86
+	pclmul_init();
+#endif
+}
+
+static inline uint32_t ld_le32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+static uint32_t crc_bytes(uint32_t crc, const uint8_t *p, size_t len)
+{
+	while (len--)
+		crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+static uint32_t crc_slice8(uint32_t crc, const uint8_t *p, size_t len)
+{
+	while (len >= 8) {
+		uint32_t lo = ld_le32(p) ^ crc, hi = ld_le32(p + 4);
+
+		crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+		      crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^
+		      crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
+		      crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	return crc_bytes(crc, p, len);
+}
+
+uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+	return crc_slice8(crc, buf, len);
+}
+
+/* ---- PCLMULQDQ folding ------------------------------------------------------------------ */
+#ifdef SR_CRC_X86
+/*
+ * Folding (after Gopal et al., "Fast CRC computation for generic polynomials using PCLMULQDQ",
+ * Intel 2009), derived here for the reflected domain:
+ *
+ * A 16-byte block loaded little-endian holds a polynomial X of degree < 128 with bit k of the
+ * register the coefficient of x^(127-k): the low qword holds X_hi (degrees 127..64), the high
+ * qword X_lo (63..0). Moving X forward over D more message bits means adding
+ *	X * x^D = X_hi * x^(64+D) + X_lo * x^D  ==  X_hi * (x^(64+D) mod P) + X_lo * (x^D mod P)
+ * to the block found D bits later; each product has degree < 96, so it fits a block. A
+ * carry-less product of two reflected 64-bit lanes comes out one position short (bit m holds
+ * x^(126-m)), i.e. multiplied by x^-1 relative to a block, so the constants are x^(64+D-1)
+ * and x^(D-1) mod P. A 32-bit reflected residue placed in the high half of a 64-bit lane has
+ * its x^d coefficient at bit 63-d, as the lane convention wants.
+ *
+ * Once everything is folded into one block R, the raw CRC (seed 0) of R's 16 bytes is
+ * R * x^32 mod P, the CRC of the message so far; the tail goes through the tables. The caller's
+ * CRC seed is the same as XORing it into the first 4 message bytes.
+ */
+static uint64_t fold_k(unsigned e)
+{
+	return (uint64_t)xpow(e) << 32;
+}
+
+static void pclmul_init(void)
+{
+	k_fold512[0] = fold_k(512 + 64 - 1);
+	k_fold512[1] = fold_k(512 - 1);
+	k_fold128[0] = fold_k(128 + 64 - 1);
+	k_fold128[1] = fold_k(128 - 1);
+	__builtin_cpu_init();
+	crc_have_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}
+
+#define SR_PCLMUL __attribute__((target("pclmul,sse4.1")))
+
+SR_PCLMUL static inline __m128i fold(__m128i x, __m128i k)
+{
+	return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+SR_PCLMUL static inline __m128i ld128(const uint8_t *p)
+{
+	return _mm_loadu_si128((const __m128i *)p);
+}
+
+SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
+{
+	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
+	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
+	__m128i x0, x1, x2, x3;
+	uint8_t r[16];
+
+	if (len < 64)
+		return crc_slice8(crc, p, len);
+	x0 = _mm_xor_si128(ld128(p), _mm_cvtsi32_si128((int)crc));
+	x1 = ld128(p + 16);
+	x2 = ld128(p + 32);
+	x3 = ld128(p + 48);
+	p += 64;
+	len -= 64;
+	for (; len >= 64; p += 64, len -= 64) {	/* four independent lanes, 512 bits apart */
+		x0 = _mm_xor_si128(fold(x0, k512), ld128(p));
+		x1 = _mm_xor_si128(fold(x1, k512), ld128(p + 16));
+		x2 = _mm_xor_si128(fold(x2, k512), ld128(p + 32));
+		x3 = _mm_xor_si128(fold(x3, k512), ld128(p + 48));
+	}
+	x1 = _mm_xor_si128(fold(x0, k128), x1);
+	x2 = _mm_xor_si128(fold(x1, k128), x2);
+	x3 = _mm_xor_si128(fold(x2, k128), x3);
+	for (; len >= 16; p += 16, len -= 16)
+		x3 = _mm_xor_si128(fold(x3, k128), ld128(p));
+	_mm_storeu_si128((__m128i *)r, x3);
+	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
+}
+#endif /* SR_CRC_X86 */
+
+bool sr_crc32_have_pclmul(void)
+{
+	pthread_once(&crc_once, crc_init);
+	return crc_have_pclmul;
+}
+
+uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+#ifdef SR_CRC_X86
+	if (crc_have_pclmul)
+		return crc_pclmul(crc, buf, len);
+#endif
+	return crc_slice8(crc, buf, len);
+}
+
+uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+#ifdef SR_CRC_X86
+	if (crc_have_pclmul && len >= 64)
+		return crc_pclmul(crc, buf, len);
+#endif
+	return crc_slice8(crc, buf, len);
+}
