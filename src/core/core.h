@@ -94,6 +94,7 @@ struct sr_nic {
 	struct sr_table keys;		/* MRs (and MWs) by key index */
 
 	pthread_mutex_t rx_lock;	/* one receiver at a time: thread or polling application */
+	_Atomic uint64_t app_poll_ns;	/* when an application last polled for packets (0: never) */
 	struct sr_rxring *rx;
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
 
@@ -105,8 +106,11 @@ struct sr_nic {
 
 int sr_nic_get(struct sr_device *dev, struct sr_nic **out);
 void sr_nic_put(struct sr_device *dev);
-/* Receives and processes what is waiting, without blocking; returns packets processed or 0. */
+/* Receives and processes what is waiting, without blocking; returns packets processed or 0.
+ * Called by an application polling a CQ: the progress thread then leaves the socket to it. */
 int sr_nic_poll(struct sr_nic *nic);
+/* The application stops polling (it is about to block): the progress thread takes over. */
+void sr_nic_app_idle(struct sr_nic *nic);
 void sr_nic_kick(struct sr_nic *nic);
 /* Registers qp for timer service (qp lock held); wakes the thread if it sleeps. */
 void sr_timer_arm(struct sr_qp *qp);

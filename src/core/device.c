@@ -9,9 +9,14 @@
  *
  * The progress thread is what makes this a NIC rather than a library: an RDMA WRITE lands in a
  * passive target that never calls into softrdma. It sleeps in epoll on the socket, a wake-up
- * eventfd and a timeout that serves the retransmit/RNR timers. An application that polls an
- * empty CQ also drains the socket itself (parameter poll_rx), so a ping-pong pays no thread
- * hand-off; the receive lock makes sure only one of them receives at a time.
+ * eventfd and a timeout that serves the retransmit/RNR timers.
+ *
+ * An application that polls an empty CQ drains the socket itself (parameter poll_rx), so a
+ * ping-pong pays no thread hand-off. While it does, the progress thread keeps out of its way:
+ * the socket is registered one-shot, and after a wake-up the thread re-arms it only once the
+ * application has not polled for SR_APP_POLL_WINDOW_NS (or says it is going to sleep, in
+ * ibv_get_cq_event). Otherwise every packet would wake a third thread that, on a 2-core
+ * machine, preempts one of the two spinning ones and contends for the receive lock.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -311,10 +316,13 @@ static int nic_run_timers(struct sr_nic *nic)
 }
 
 /* ---- receive ----------------------------------------------------------------------------- */
+#define SR_APP_POLL_WINDOW_NS 200000ull
+
 int sr_nic_poll(struct sr_nic *nic)
 {
 	int n;
 
+	atomic_store_explicit(&nic->app_poll_ns, sr_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return 0;
 	n = sr_net_rx(nic);
@@ -331,30 +339,80 @@ void sr_nic_kick(struct sr_nic *nic)
 	(void)!write(nic->evfd, &one, sizeof(one));
 }
 
+void sr_nic_app_idle(struct sr_nic *nic)
+{
+	if (atomic_exchange(&nic->app_poll_ns, 0))
+		sr_nic_kick(nic);
+}
+
+static void rx_arm(struct sr_nic *nic)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.fd = nic->fd };
+
+	/* Level-triggered one-shot: data already waiting reports at once. */
+	epoll_ctl(nic->epfd, EPOLL_CTL_MOD, nic->fd, &ev);
+}
+
+/* epoll_wait with a nanosecond timeout (-1: none), falling back to milliseconds. */
+static int wait_ns(int epfd, struct epoll_event *ev, int n, int64_t ns)
+{
+	static bool no_pwait2;
+	struct timespec ts;
+	int r;
+
+	if (!no_pwait2) {
+		ts.tv_sec = ns / 1000000000;
+		ts.tv_nsec = ns % 1000000000;
+		r = epoll_pwait2(epfd, ev, n, ns < 0 ? NULL : &ts, NULL);
+		if (r >= 0 || errno != ENOSYS)
+			return r;
+		no_pwait2 = true;
+	}
+	return epoll_wait(epfd, ev, n, ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+}
+
 static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
 	struct epoll_event ev[4];
-	int timeout = 0;
+	bool armed = true;
+	int64_t timeout = 0;
 
 	while (!atomic_load(&nic->stop)) {
-		int n = epoll_wait(nic->epfd, ev, 4, timeout);
+		int n = wait_ns(nic->epfd, ev, 4, timeout);
 
 		for (int i = 0; i < n; i++) {
-			if (ev[i].data.fd == nic->evfd) {
+			if (ev[i].data.fd == nic->fd) {
+				armed = false;	/* one-shot: disarmed by this report */
+			} else {
 				uint64_t v;
 
 				(void)!read(nic->evfd, &v, sizeof(v));
 			}
 		}
-		/* Drain whatever is waiting; a polling application may have taken it already. */
-		pthread_mutex_lock(&nic->rx_lock);
-		for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
-			sr_resp_flush_acks(nic);
-		pthread_mutex_unlock(&nic->rx_lock);
-		timeout = nic_run_timers(nic);
-		if (sr_net_tick(nic) && (timeout < 0 || timeout > 1))
-			timeout = 1;
+		timeout = -1;
+		if (!armed) {
+			uint64_t last = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
+			uint64_t now = sr_now_ns();
+
+			if (last && now - last < SR_APP_POLL_WINDOW_NS) {
+				/* The application is receiving: look again when it may have stopped. */
+				timeout = (int64_t)(SR_APP_POLL_WINDOW_NS - (now - last));
+			} else {
+				pthread_mutex_lock(&nic->rx_lock);
+				for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
+					sr_resp_flush_acks(nic);
+				pthread_mutex_unlock(&nic->rx_lock);
+				rx_arm(nic);
+				armed = true;
+			}
+		}
+		int t = nic_run_timers(nic);
+
+		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))
+			timeout = (int64_t)t * 1000000;
+		if (sr_net_tick(nic) && (timeout < 0 || timeout > 1000000))
+			timeout = 1000000;
 	}
 	return NULL;
 }
@@ -384,7 +442,7 @@ static void nic_destroy(struct sr_nic *nic)
 static int nic_create(struct sr_device *d, struct sr_nic **out)
 {
 	const struct sr_params *p = sr_params();
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
 	struct sr_nic *nic = calloc(1, sizeof(*nic));
 	char ident[80];
 	int ret;
@@ -429,6 +487,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	}
 	ev.data.fd = nic->fd;
 	epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->fd, &ev);
+	ev.events = EPOLLIN;
 	ev.data.fd = nic->evfd;
 	epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->evfd, &ev);
 	ret = pthread_create(&nic->thread, NULL, nic_thread, nic);

@@ -83,8 +83,13 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 
 int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
 {
+	struct sr_channel *chan = (struct sr_channel *)ch;
 	struct sr_cq *c;
-	int ret = sr_channel_get((struct sr_channel *)ch, &c);
+	int ret;
+
+	/* The application is about to sleep: the progress thread receives for it meanwhile. */
+	sr_nic_app_idle(sr_ctx(ch->context)->nic);
+	ret = sr_channel_get(chan, &c);
 
 	if (ret) {
 		errno = -ret;
