@@ -314,6 +314,12 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	uint32_t since_ackreq;		/* packets sent since the last AckReq */
 	uint32_t high_psn;		/* one past the highest PSN ever sent */
 	bool stalled;			/* a WQE hit a local error: send nothing more */
+	/* Send window (RC): AIMD on loss, like TCP Reno without fast recovery. Go-back-N resends
+	 * everything after a lost packet, so a window that shrinks under loss is what keeps a
+	 * lossy link from drowning in retransmissions. */
+	uint32_t cwnd, ssthresh, ca_acc;
+	uint32_t recover_psn;		/* losses before this PSN belong to the last reduction */
+	uint32_t cwnd_psn;		/* comp.psn when the window last grew */
 };
 
 struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
@@ -321,7 +327,13 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	uint32_t retry_left;		/* retries left without forward progress */
 	uint32_t rnr_left;		/* RNR retries left (7 = infinite) */
 	uint64_t last_progress;		/* ns of the last forward progress (retransmit timer base) */
+	uint64_t last_probe;		/* ns of the last fast (uncounted) retransmission */
 	bool nak_rewound;		/* a rewind for comp.psn is under way (ignore NAK copies) */
+	/* RTT, sampled on packets that asked for an ACK and were not retransmitted (Karn). */
+	uint64_t srtt_ns;
+	uint64_t rtt_t0;
+	uint32_t rtt_psn;
+	bool rtt_valid;
 };
 
 struct sr_res {			/* responder resource: a READ or ATOMIC to replay on duplicates */
@@ -354,6 +366,8 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	struct sr_res *res;		/* max_dest_rd_atomic entries */
 	uint32_t nres, res_next;
 	bool ack_pending;		/* a coalesced ACK to send at the end of the batch */
+	bool on_ack_list;		/* linked in nic->ack_list (separate: a response sent
+					 * meanwhile clears ack_pending, not the link) */
 	uint32_t ack_psn;
 	struct sr_qp *ack_next;
 };

@@ -597,7 +597,9 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->attr.sq_psn = a->sq_psn & SR_PSN_MASK;
 		qp->req.psn = qp->attr.sq_psn;
+		qp->req.high_psn = qp->attr.sq_psn;
 		qp->comp.psn = qp->attr.sq_psn;
+		qp->req.cwnd = 0;	/* re-initialised from comp.psn at first use */
 	}
 	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
 		qp->sqd_notify = a->en_sqd_async_notify;

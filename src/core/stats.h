@@ -19,7 +19,8 @@
 	X(rx_bytes, "UDP payload bytes received")                                   \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(retransmits, "request packets sent again (go-back-N)")                  \
-	X(retry_timeouts, "retransmit timer expiries")                              \
+	X(retry_timeouts, "local ACK timeouts (counted against retry_cnt)")         \
+	X(fast_retransmits, "early go-back-N after a few RTTs without progress (not counted)") \
 	X(retry_exceeded, "WRs completed with RETRY_EXC_ERR")                       \
 	X(rnr_naks_sent, "RNR NAKs sent (no receive WQE)")                          \
 	X(rnr_naks_rcvd, "RNR NAKs received")                                       \

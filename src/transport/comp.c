@@ -18,10 +18,36 @@
 
 static void progress_made(struct sr_qp *qp)
 {
+	uint64_t now = sr_now_ns();
+
+	sr_cwnd_grow(qp);
 	qp->comp.retry_left = qp->attr.retry_cnt;
 	qp->comp.rnr_left = qp->attr.rnr_retry;
-	qp->comp.last_progress = sr_now_ns();
+	qp->comp.last_progress = now;
 	qp->comp.nak_rewound = false;
+	if (qp->comp.rtt_valid && sr_psn_gt(qp->comp.psn, qp->comp.rtt_psn)) {
+		uint64_t sample = now - qp->comp.rtt_t0;
+
+		qp->comp.srtt_ns = qp->comp.srtt_ns ? (7 * qp->comp.srtt_ns + sample) / 8 : sample;
+		qp->comp.rtt_valid = false;
+	}
+}
+
+/*
+ * How long without progress before a fast retransmission: a few RTTs, at least 2 ms (a loaded
+ * 2-core machine delays ACKs by that much), at most half the IBA timeout. A tail loss (the last
+ * packets of a window, with nothing after them to reveal the gap) would otherwise cost the full
+ * local ACK timeout. Resending early is always allowed: the responder handles duplicates.
+ */
+static uint64_t probe_ns(const struct sr_qp *qp)
+{
+	uint64_t p = 4 * qp->comp.srtt_ns;
+
+	if (p < 2000000)
+		p = 2000000;
+	if (qp->timeout_ns && p > qp->timeout_ns / 2)
+		p = qp->timeout_ns / 2;
+	return p;
 }
 
 static struct sr_swqe *oldest(struct sr_qp *qp)
@@ -87,8 +113,12 @@ static struct sr_swqe *complete_before(struct sr_qp *qp, uint32_t psn, bool incl
 	return NULL;
 }
 
-static void retry_from(struct sr_qp *qp, uint32_t psn, bool count)
+static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout)
 {
+	sr_dbg("qp#%u: retry from PSN %u (%s%s), sent up to %u, retries left %u", sr_qpn(qp), psn,
+	       timeout ? "timeout" : "NAK", count ? ", counted" : "", qp->req.high_psn,
+	       qp->comp.retry_left);
+	sr_cwnd_loss(qp, timeout);
 	if (count) {
 		if (!qp->comp.retry_left) {
 			sr_stat_inc(&qp->nic->stats, SR_STAT_retry_exceeded);
@@ -178,6 +208,8 @@ static void atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
 
 static void ack(struct sr_qp *qp, struct sr_pkt *pkt)
 {
+	sr_dbg("qp#%u: ACK PSN %u, comp.psn %u, req.psn %u, high %u", sr_qpn(qp), pkt->psn,
+	       qp->comp.psn, qp->req.psn, qp->req.high_psn);
 	struct sr_swqe *w = complete_before(qp, pkt->psn, true);
 
 	if (qp->state == IBV_QPS_ERR)
@@ -188,7 +220,7 @@ static void ack(struct sr_qp *qp, struct sr_pkt *pkt)
 			 * lost. Ask again from where we are (not counted: the peer is alive). */
 			if (sr_psn_ge(pkt->psn, w->first_psn) && !qp->comp.nak_rewound) {
 				qp->comp.nak_rewound = true;
-				retry_from(qp, qp->comp.psn, false);
+				retry_from(qp, qp->comp.psn, false, false);
 				return;
 			}
 		} else if (sr_psn_ge(pkt->psn, qp->comp.psn) && sr_psn_lt(pkt->psn, qp->req.high_psn)) {
@@ -227,6 +259,8 @@ static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 	switch (syn & SR_AETH_VALUE_MASK) {
 	case SR_NAK_PSN_SEQ_ERR:
 		sr_stat_inc(st, SR_STAT_seq_naks_rcvd);
+		sr_dbg("qp#%u: NAK seq PSN %u, comp.psn %u, rewound %d", sr_qpn(qp), pkt->psn,
+		       qp->comp.psn, qp->comp.nak_rewound);
 		/* Packets before the NAKed PSN arrived (C9-?): go back to the first missing one.
 		 * A duplicated NAK for a rewind already under way is ignored. */
 		if (sr_psn_lt(pkt->psn, qp->comp.psn) || sr_psn_ge(pkt->psn, qp->req.high_psn))
@@ -242,7 +276,7 @@ static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 		if (progress)
 			progress_made(qp);
 		qp->comp.nak_rewound = true;
-		retry_from(qp, qp->comp.psn, !progress);
+		retry_from(qp, qp->comp.psn, !progress, false);
 		return;
 	case SR_NAK_INVALID_REQ:
 		sr_stat_inc(st, SR_STAT_naks_rcvd);
@@ -326,16 +360,30 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 	if (qp->type != IBV_QPT_RC || !busy || !qp->timeout_ns)
 		return qp->req.rnr_until;
 	uint64_t deadline = qp->comp.last_progress + qp->timeout_ns;
+	uint64_t base = qp->comp.last_progress > qp->comp.last_probe ? qp->comp.last_progress
+								       : qp->comp.last_probe;
+	uint64_t fast = base + probe_ns(qp);
 
 	if (now >= deadline) {
+		/* The local ACK timeout (IBA 9.7.6.1.3): counted against retry_cnt. */
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retry_timeouts);
 		qp->comp.nak_rewound = false;
-		retry_from(qp, qp->comp.psn, true);
+		retry_from(qp, qp->comp.psn, true, true);
 		if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 			return 0;
 		deadline = qp->comp.last_progress + qp->timeout_ns;
+		fast = deadline;
+	} else if (now >= fast) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_fast_retransmits);
+		qp->comp.nak_rewound = false;
+		uint64_t keep = qp->comp.last_progress;
+
+		retry_from(qp, qp->comp.psn, false, false);
+		qp->comp.last_progress = keep;	/* the IBA timer keeps running */
+		qp->comp.last_probe = now;
+		fast = now + probe_ns(qp);
 	}
-	next = deadline;
+	next = fast < deadline ? fast : deadline;
 	if (qp->req.rnr_until && qp->req.rnr_until < next)
 		next = qp->req.rnr_until;
 	return next;

@@ -85,9 +85,14 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 
 	hlen = oi->length;
 	if (qp->type == IBV_QPT_RC) {
-		/* An ACK at every message end, and every ack_every packets of a long one so the
-		 * window keeps moving (the responder acks only when asked, C9-...). */
-		ackreq = last || ++qp->req.since_ackreq >= qp->nic->ack_every;
+		/* An ACK at every message end, and often enough within a long message that the
+		 * window keeps moving: every ack_every packets, or every half window when the window
+		 * is smaller (the responder acknowledges only when asked). */
+		uint32_t every = sr_cwnd(qp) / 2;
+
+		if (every > qp->nic->ack_every)
+			every = qp->nic->ack_every;
+		ackreq = last || ++qp->req.since_ackreq >= (every ? every : 1);
 		if (ackreq)
 			qp->req.since_ackreq = 0;
 	}
@@ -100,6 +105,11 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	} else {
 		dst = &qp->peer;
 		dqpn = qp->attr.dest_qp_num;
+	}
+	if (ackreq && !qp->comp.rtt_valid && sr_psn_ge(qp->req.psn, qp->req.high_psn)) {
+		qp->comp.rtt_valid = true;
+		qp->comp.rtt_psn = qp->req.psn;
+		qp->comp.rtt_t0 = sr_now_ns();
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
@@ -140,6 +150,53 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
 	sr_sgl_release(&sgl);
 	return covered;
+}
+
+/* ---- the send window ------------------------------------------------------------------ */
+uint32_t sr_cwnd(struct sr_qp *qp)
+{
+	if (!qp->req.cwnd) {
+		qp->req.cwnd = qp->nic->max_inflight;
+		qp->req.ssthresh = qp->nic->max_inflight;
+		qp->req.cwnd_psn = qp->comp.psn;
+		qp->req.recover_psn = qp->comp.psn;
+	}
+	return qp->req.cwnd;
+}
+
+/* New packets acknowledged: grow (slow start below ssthresh, then one per window). */
+void sr_cwnd_grow(struct sr_qp *qp)
+{
+	int32_t k = sr_psn_diff(qp->comp.psn, qp->req.cwnd_psn);
+	uint32_t max = qp->nic->max_inflight;
+
+	if (k <= 0)
+		return;
+	sr_cwnd(qp);
+	qp->req.cwnd_psn = qp->comp.psn;
+	if (qp->req.cwnd < qp->req.ssthresh) {
+		qp->req.cwnd += (uint32_t)k;
+	} else {
+		qp->req.ca_acc += (uint32_t)k;
+		while (qp->req.ca_acc >= qp->req.cwnd) {
+			qp->req.ca_acc -= qp->req.cwnd;
+			qp->req.cwnd++;
+		}
+	}
+	if (qp->req.cwnd > max)
+		qp->req.cwnd = max;
+}
+
+/* A loss (NAK sequence error, timeout): halve, once per window of packets in flight. */
+void sr_cwnd_loss(struct sr_qp *qp, bool timeout)
+{
+	sr_cwnd(qp);
+	if (sr_psn_lt(qp->comp.psn, qp->req.recover_psn) && !timeout)
+		return;
+	qp->req.ssthresh = qp->req.cwnd / 2 > 4 ? qp->req.cwnd / 2 : 4;
+	qp->req.cwnd = timeout ? 4 : qp->req.ssthresh;
+	qp->req.ca_acc = 0;
+	qp->req.recover_psn = qp->req.high_psn;
 }
 
 static bool outstanding(const struct sr_qp *qp)
@@ -222,7 +279,7 @@ void sr_req_progress(struct sr_qp *qp)
 			qp->req.offset = 0;
 		}
 		if (qp->type == IBV_QPT_RC &&
-		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= qp->nic->max_inflight)
+		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= sr_cwnd(qp))
 			break;
 
 		n = req_xmit(qp, qp->req.idx, w);
@@ -273,6 +330,7 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 	struct sr_sq *sq = &qp->sq;
 	uint32_t i;
 
+	qp->comp.rtt_valid = false;	/* no RTT sample from a retransmitted packet (Karn) */
 	for (i = sq->tail; i != sq->head; i++) {
 		struct sr_swqe *w = sr_sq_at(sq, i);
 
@@ -281,9 +339,10 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 		if (sr_psn_in(psn, w->first_psn, w->last_psn)) {
 			uint32_t k = (uint32_t)sr_psn_diff(psn, w->first_psn);
 
-			if (sr_psn_lt(psn, qp->req.psn) || i != qp->req.idx)
-				sr_stat_add(&qp->nic->stats, SR_STAT_retransmits,
-					    (uint64_t)sr_psn_diff(qp->req.high_psn, psn));
+			int32_t resend = sr_psn_diff(qp->req.high_psn, psn);
+
+			if (resend > 0)
+				sr_stat_add(&qp->nic->stats, SR_STAT_retransmits, (uint64_t)resend);
 			qp->req.idx = i;
 			qp->req.offset = sr_op_is_rd_atomic(w->opcode) && w->opcode != IBV_WR_RDMA_READ
 						 ? 0

@@ -50,6 +50,7 @@ int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syn)
 {
 	struct sr_stats *st = &qp->nic->stats;
 
+	sr_dbg("qp#%u: send ACK/NAK syndrome 0x%02x PSN %u", sr_qpn(qp), syn, psn);
 	switch (syn & SR_AETH_TYPE_MASK) {
 	case SR_AETH_ACK:
 		sr_stat_inc(st, SR_STAT_acks_sent);
@@ -81,9 +82,10 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
 	struct sr_nic *nic = qp->nic;
 
 	qp->resp.ack_psn = psn;
-	if (qp->resp.ack_pending)
-		return;
 	qp->resp.ack_pending = true;
+	if (qp->resp.on_ack_list)
+		return;
+	qp->resp.on_ack_list = true;
 	sr_qp_ref(qp);
 	qp->resp.ack_next = nic->ack_list;
 	nic->ack_list = qp;
@@ -99,6 +101,7 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR)
 			sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 		qp->resp.ack_pending = false;
+		qp->resp.on_ack_list = false;
 		pthread_mutex_unlock(&qp->lock);
 		sr_qp_put(qp);
 	}
@@ -412,6 +415,8 @@ static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 static void rc_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	sr_stat_inc(&qp->nic->stats, SR_STAT_dup_requests);
+	sr_dbg("qp#%u: duplicate PSN %u (expecting %u)%s", sr_qpn(qp), pkt->psn, qp->resp.epsn,
+	       pkt->ackreq ? ", ack requested" : "");
 	if (pkt->mask & (SR_M_SEND | SR_M_WRITE)) {
 		/* Already executed: acknowledge the latest PSN again if asked (C9-104?). */
 		if (pkt->ackreq)
@@ -482,6 +487,8 @@ static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (d > 0) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
 		if (!qp->resp.nak_sent) {
+			sr_dbg("qp#%u: PSN %u while expecting %u: NAK", sr_qpn(qp), pkt->psn,
+			       qp->resp.epsn);
 			sr_send_ack(qp, qp->resp.epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
 			qp->resp.nak_sent = true;
 		}

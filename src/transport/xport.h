@@ -54,6 +54,11 @@ void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len);
 /* Responder / completer packets (resp.c). */
 int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syndrome);
 
+/* The RC send window (req.c). */
+uint32_t sr_cwnd(struct sr_qp *qp);
+void sr_cwnd_grow(struct sr_qp *qp);
+void sr_cwnd_loss(struct sr_qp *qp, bool timeout);
+
 /* RNR timer encodings of IBA table 45, in ns. */
 uint64_t sr_rnr_timer_ns(unsigned code);
 
