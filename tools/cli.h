@@ -22,6 +22,7 @@ int cmd_params(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_gid(int argc, char **argv);
+int cmd_pcap(int argc, char **argv);
 
 /* Copies s into dst (size bytes) with anything unprintable replaced by '?': names read from a
  * stat file or a device are shown on a terminal. */

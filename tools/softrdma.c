@@ -7,6 +7,7 @@
  *   stat      live counters of every process using softrdma
  *   params    every runtime parameter, its default and current value
  *   gid       decode a GID (or encode an address:port as one)
+ *   pcap      decode captures and verify every ICRC
  *
  * This file: dispatch, usage, run and params. stat.c and devices.c hold the others.
  */
@@ -46,6 +47,9 @@ void cli_usage(FILE *f)
 	      "        every runtime parameter: environment variable, type, default, current value\n"
 	      "  gid GID|ADDR[:PORT]...\n"
 	      "        what a GID means (IP address and UDP port), or the GID naming ADDR:PORT\n"
+	      "  pcap [-v] [-p PORT]... FILE...\n"
+	      "        decode the RoCEv2 packets of captures (UDP 4791 and the -p ports) and verify\n"
+	      "        every ICRC; exit 1 on a bad ICRC, a malformed packet or no packet at all\n"
 	      "  help, --help       this text\n"
 	      "  version, --version\n"
 	      "\n"
@@ -314,6 +318,7 @@ int main(int argc, char **argv)
 		{ "stat", cmd_stat },
 		{ "params", cmd_params },
 		{ "gid", cmd_gid },
+		{ "pcap", cmd_pcap },
 	};
 	const char *cmd = argc > 1 ? argv[1] : "help";
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pcap_read.h"
+#include "net/pcap_read.h"
 #include "sr_test.h"
 #include "wire/icrc.h"
 #include "wire/pkt.h"

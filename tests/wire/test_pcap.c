@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "net/pcap.c"
-#include "pcap_read.h"
+#include "net/pcap_read.h"
 #include "sr_test.h"
 #include "wire/hdr.h"
 #include "wire/opcode.h"

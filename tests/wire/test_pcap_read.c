@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "pcap_read.h"
+#include "net/pcap_read.h"
 #include "sr_test.h"
 #include "wire/hdr.h"
 

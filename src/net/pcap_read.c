@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "pcap_read.h"
+#include "net/pcap_read.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A small reader of classic pcap files, for tests: both byte orders, microsecond and nanosecond
+ * A small reader of classic pcap files (tests and `softrdma pcap`): both byte orders, microsecond and nanosecond
  * variants; link types Ethernet (1, with 802.1Q/802.1ad tags), Linux cooked SLL (113) and
  * SLL2 (276), RAW (101) and the bare IPv4/IPv6 types (228, 229). Yields each record's IP packet,
  * and splits an IP/UDP packet into the tuple the ICRC needs and the UDP payload.
  * Depends on libc and src/wire only; never reads outside the file it loaded.
  */
-#ifndef SR_TEST_PCAP_READ_H
-#define SR_TEST_PCAP_READ_H
+#ifndef SR_NET_PCAP_READ_H
+#define SR_NET_PCAP_READ_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,4 +50,4 @@ void sr_pcapr_close(struct sr_pcapr *r);
 int sr_pcapr_udp(const uint8_t *ip, size_t len, struct sr_ipudp *ipu, const uint8_t **payload,
 		 size_t *paylen);
 
-#endif /* SR_TEST_PCAP_READ_H */
+#endif /* SR_NET_PCAP_READ_H */
