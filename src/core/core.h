@@ -76,6 +76,7 @@ struct sr_device {
 struct sr_nic {
 	struct sr_device *dev;
 	struct sr_addr addr;		/* bound local IP and UDP port */
+	bool addr_auto;			/* zero configuration: any loopback address will do */
 	union ibv_gid gid;		/* GID index 0 */
 	__be64 guid;
 	unsigned ifmtu;			/* interface MTU */

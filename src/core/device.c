@@ -212,6 +212,7 @@ static int nic_choose_addr(struct sr_nic *nic)
 	} else {
 		nic->addr.family = AF_INET;
 		nic->addr.v4.s_addr = htonl(INADDR_LOOPBACK);
+		nic->addr_auto = true;
 		snprintf(ifname, sizeof(ifname), "lo");
 	}
 	nic->ifmtu = if_mtu(ifname);

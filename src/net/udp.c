@@ -100,11 +100,31 @@ int sr_net_open(struct sr_nic *nic)
 	set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, p->sndbuf);
 
 	ret = try_bind(fd, &nic->addr);
-	if (ret == -EADDRINUSE) {
-		/* Another process has this port (two processes on one host, zero configuration):
-		 * take another and say so in the GID (docs/gid.md). Ports are picked below the
-		 * RoCEv2 source-port range 49152.. so a reply to a standard peer is never confused
-		 * with one to a softrdma peer. */
+	if (ret == -EADDRINUSE && nic->addr_auto) {
+		/* Zero configuration, and another process already has 127.0.0.1: Linux routes all
+		 * of 127.0.0.0/8 to lo, so take another loopback address and keep the standard
+		 * port. Every GID stays a plain ::ffff:a.b.c.d (programs such as perftest insist
+		 * on that) and captures decode as RoCEv2 as they are (docs/gid.md). */
+		for (int i = 0; i < 64 && ret == -EADDRINUSE; i++) {
+			uint8_t r[3];
+
+			if (getrandom(r, sizeof(r), 0) != sizeof(r))
+				memcpy(r, &(uint64_t){ sr_now_ns() }, 3);
+			nic->addr.raw[0] = 127;
+			nic->addr.raw[1] = (uint8_t)(1 + r[0] % 254);
+			nic->addr.raw[2] = r[1];
+			nic->addr.raw[3] = (uint8_t)(1 + r[2] % 254);
+			ret = try_bind(fd, &nic->addr);
+		}
+		if (!ret)
+			sr_info("%s: 127.0.0.1:4791 is taken; using %s", nic->dev->ibdev.name,
+				sr_addr_str(&nic->addr, buf, sizeof(buf)));
+	}
+	if (ret == -EADDRINUSE && nic->addr.family == AF_INET) {
+		/* The address is fixed (an interface, SOFTRDMA_ADDR) and another process has its
+		 * port: take another port and say so in the GID (docs/gid.md). Ports are picked
+		 * below the RoCEv2 source-port range 49152.. so a reply to a standard peer is never
+		 * confused with one to a softrdma peer. */
 		uint16_t want = nic->addr.port;
 
 		for (int i = 0; i < 256 && ret == -EADDRINUSE; i++) {
