@@ -12,11 +12,14 @@
  * eventfd and a timeout that serves the retransmit/RNR timers.
  *
  * An application that polls an empty CQ drains the socket itself (parameter poll_rx), so a
- * ping-pong pays no thread hand-off. While it does, the progress thread keeps out of its way:
- * the socket is registered one-shot, and after a wake-up the thread re-arms it only once the
- * application has not polled for SR_APP_POLL_WINDOW_NS (or says it is going to sleep, in
- * ibv_get_cq_event). Otherwise every packet would wake a third thread that, on a 2-core
- * machine, preempts one of the two spinning ones and contends for the receive lock.
+ * ping-pong pays no thread hand-off. The progress thread then keeps out of its way without
+ * ever leaving a packet waiting: the socket is registered one-shot; when a packet wakes the
+ * thread while the application is polling, the thread gives it a short grace (SR_APP_GRACE_NS)
+ * to take the packet, then takes whatever is still waiting (trylock: never blocking a polling
+ * application) and re-arms. An application that polls its CQ for send completions but waits
+ * for data elsewhere (ib_write_lat spins on memory) thus loses only the grace period. Without
+ * this, every packet would wake a third thread that, on a 2-core machine, preempts one of the
+ * two spinning ones and contends for the receive lock.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -317,7 +320,7 @@ static int nic_run_timers(struct sr_nic *nic)
 }
 
 /* ---- receive ----------------------------------------------------------------------------- */
-#define SR_APP_POLL_WINDOW_NS 200000ull
+#define SR_APP_GRACE_NS 20000ull
 
 int sr_nic_poll(struct sr_nic *nic)
 {
@@ -376,7 +379,7 @@ static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
 	struct epoll_event ev[4];
-	bool armed = true;
+	bool armed = true, grace = false;
 	int64_t timeout = 0;
 
 	while (!atomic_load(&nic->stop)) {
@@ -396,14 +399,18 @@ static void *nic_thread(void *arg)
 			uint64_t last = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
 			uint64_t now = sr_now_ns();
 
-			if (last && now - last < SR_APP_POLL_WINDOW_NS) {
-				/* The application is receiving: look again when it may have stopped. */
-				timeout = (int64_t)(SR_APP_POLL_WINDOW_NS - (now - last));
+			if (!grace && last && now - last < SR_APP_GRACE_NS) {
+				/* The application is polling: let it take the packet. */
+				grace = true;
+				timeout = (int64_t)(last + SR_APP_GRACE_NS - now);
 			} else {
-				pthread_mutex_lock(&nic->rx_lock);
-				for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
-					sr_resp_flush_acks(nic);
-				pthread_mutex_unlock(&nic->rx_lock);
+				grace = false;
+				if (!pthread_mutex_trylock(&nic->rx_lock)) {
+					for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
+						sr_resp_flush_acks(nic);
+					pthread_mutex_unlock(&nic->rx_lock);
+				}
+				/* If a polling application left packets, this fires again at once. */
 				rx_arm(nic);
 				armed = true;
 			}

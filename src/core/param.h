@@ -24,6 +24,7 @@
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
 	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
 	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
+	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
 	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \

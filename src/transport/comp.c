@@ -14,6 +14,7 @@
  * does the same for RNR NAKs, 7 meaning forever (IBA 9.7.5.2.8, C9-155).
  */
 #include "core/log.h"
+#include "core/param.h"
 #include "transport/xport.h"
 
 static void progress_made(struct sr_qp *qp)
@@ -34,17 +35,19 @@ static void progress_made(struct sr_qp *qp)
 }
 
 /*
- * How long without progress before a fast retransmission: a few RTTs, at least 2 ms (a loaded
- * 2-core machine delays ACKs by that much), at most half the IBA timeout. A tail loss (the last
- * packets of a window, with nothing after them to reveal the gap) would otherwise cost the full
- * local ACK timeout. Resending early is always allowed: the responder handles duplicates.
+ * How long without progress before a fast retransmission: a few RTTs, at least rto_min_us (a
+ * loaded 2-core machine delays ACKs by milliseconds, and a spurious go-back-N adds load), at
+ * most half the IBA timeout. A tail loss (the last packets of a window, with nothing after them
+ * to reveal the gap) would otherwise cost the full local ACK timeout. Resending early is always
+ * allowed: the responder handles duplicates.
  */
 static uint64_t probe_ns(const struct sr_qp *qp)
 {
 	uint64_t p = 4 * qp->comp.srtt_ns;
+	uint64_t min = (uint64_t)sr_params()->rto_min_us * 1000;
 
-	if (p < 2000000)
-		p = 2000000;
+	if (p < min)
+		p = min;
 	if (qp->timeout_ns && p > qp->timeout_ns / 2)
 		p = qp->timeout_ns / 2;
 	return p;
