@@ -1,0 +1,904 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exported rdma_* calls: ids, event channels, address and route resolution, connection
+ * setup and teardown (docs/cm.md). Errors follow librdmacm: -1 with errno set (pointer calls:
+ * NULL with errno). An id created without an event channel is synchronous: each call waits for
+ * its outcome on a private channel, as rdma_cma(7) describes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "cm/cm.h"
+#include "cm/sys.h"
+
+static int fail(int err)
+{
+	errno = err < 0 ? -err : err;
+	return -1;
+}
+
+static socklen_t sa_len(const struct sockaddr *a)
+{
+	return a->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+	       : a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : 0;
+}
+
+static uint16_t sa_port(const struct sockaddr *a)
+{
+	return a->sa_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
+				       : ((const struct sockaddr_in6 *)a)->sin6_port;
+}
+
+static void sa_set_port(struct sockaddr *a, uint16_t port_be)
+{
+	if (a->sa_family == AF_INET)
+		((struct sockaddr_in *)a)->sin_port = port_be;
+	else
+		((struct sockaddr_in6 *)a)->sin6_port = port_be;
+}
+
+static uint32_t rand32(void)
+{
+	uint32_t v;
+
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = (uint32_t)cm_now_ms() * 2654435761u;
+	return v;
+}
+
+/* Communication ids start at a random value: a stale message of an earlier process on the
+ * same port misses. 0 is never used (it means "not known yet" in messages). */
+uint32_t cm_new_local_id(void)
+{
+	uint32_t v;
+
+	if (!cm.next_local_id)
+		cm.next_local_id = rand32();
+	v = cm.next_local_id++;
+	return v ? v : cm.next_local_id++;
+}
+
+static uint16_t ephemeral_port(void)
+{
+	if (!cm.next_port)
+		cm.next_port = (uint16_t)(32768 + rand32() % 28000);
+	if (++cm.next_port < 32768)
+		cm.next_port = 32768;
+	return cm.next_port;
+}
+
+/* ---- event channels --------------------------------------------------------------------------- */
+static struct cm_channel *chan_new(bool sync)
+{
+	struct cm_channel *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->ch.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+	if (c->ch.fd < 0) {
+		free(c);
+		return NULL;
+	}
+	c->sync = sync;
+	return c;
+}
+
+CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct cm_channel *c = chan_new(false);
+
+	return c ? &c->ch : NULL;
+}
+
+CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	struct cm_channel *c = (struct cm_channel *)channel;
+
+	pthread_mutex_lock(&cm.lock);
+	while (c->head) {
+		struct cm_event *e = c->head;
+
+		c->head = e->next;
+		free(e);
+	}
+	pthread_mutex_unlock(&cm.lock);
+	close(c->ch.fd);
+	free(c);
+}
+
+CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct cm_channel *c = (struct cm_channel *)channel;
+
+	for (;;) {
+		uint64_t v;
+		struct cm_event *e;
+
+		if (read(c->ch.fd, &v, sizeof(v)) != sizeof(v))
+			return -1;	/* errno from read: EAGAIN on a non-blocking channel */
+		pthread_mutex_lock(&cm.lock);
+		e = c->head;
+		if (e) {
+			c->head = e->next;
+			if (!c->head)
+				c->tail = NULL;
+			cm_id(e->ev.id)->events_out++;
+			if (e->ev.listen_id)
+				cm_id(e->ev.listen_id)->events_out++;
+		}
+		pthread_mutex_unlock(&cm.lock);
+		if (e) {
+			*event = &e->ev;
+			return 0;
+		}
+		/* The event was withdrawn (its id was destroyed): look again. */
+	}
+}
+
+CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	struct cm_event *e = (struct cm_event *)event;
+
+	if (!event)
+		return fail(EINVAL);
+	pthread_mutex_lock(&cm.lock);
+	cm_id(e->ev.id)->events_out--;
+	pthread_cond_broadcast(&cm_id(e->ev.id)->cond);
+	if (e->ev.listen_id) {
+		cm_id(e->ev.listen_id)->events_out--;
+		pthread_cond_broadcast(&cm_id(e->ev.listen_id)->cond);
+	}
+	pthread_mutex_unlock(&cm.lock);
+	free(e);
+	return 0;
+}
+
+/* Synchronous ids: wait on the private channel for the outcome of the call just made. */
+static int sync_wait(struct cm_id *id, enum rdma_cm_event_type ok)
+{
+	struct rdma_cm_event *ev;
+	int ret;
+
+	if (rdma_get_cm_event(&id->chan->ch, &ev))
+		return -1;
+	if (ev->event == ok) {
+		ret = 0;
+	} else {
+		int st = ev->status;
+
+		errno = st < 0 ? -st : st ? ECONNREFUSED : EINVAL;
+		if (ev->event == RDMA_CM_EVENT_REJECTED)
+			errno = ECONNREFUSED;
+		else if (ev->event == RDMA_CM_EVENT_UNREACHABLE)
+			errno = ETIMEDOUT;
+		ret = -1;
+	}
+	rdma_ack_cm_event(ev);
+	return ret;
+}
+
+/* ---- ids --------------------------------------------------------------------------------------- */
+struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
+			  enum ibv_qp_type qpt)
+{
+	struct cm_id *id = calloc(1, sizeof(*id));
+
+	if (!id)
+		return NULL;
+	id->chan = ch;
+	id->id.channel = ch->sync ? NULL : &ch->ch;
+	id->id.context = context;
+	id->id.ps = ps;
+	id->id.qp_type = qpt;
+	id->local_id = cm_new_local_id();
+	id->state = CM_IDLE;
+	id->retry_count = 7;
+	id->rnr_retry_count = 7;
+	id->path_mtu = IBV_MTU_1024;
+	pthread_cond_init(&id->cond, NULL);
+	id->next = cm.ids;
+	cm.ids = id;
+	return id;
+}
+
+static enum ibv_qp_type ps_qp_type(enum rdma_port_space ps)
+{
+	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+}
+
+CM_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out,
+			     void *context, enum rdma_port_space ps)
+{
+	struct cm_channel *ch = channel ? (struct cm_channel *)channel : NULL;
+	struct cm_id *id;
+	int ret;
+
+	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IB && ps != RDMA_PS_IPOIB)
+		return fail(EINVAL);
+	pthread_mutex_lock(&cm.lock);
+	ret = cm_start();
+	if (!ret)
+		ret = cm_devices_init();
+	if (ret) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(ret);
+	}
+	if (!ch && !(ch = chan_new(true))) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(ENOMEM);
+	}
+	id = cm_id_alloc(ch, context, ps, ps_qp_type(ps));
+	pthread_mutex_unlock(&cm.lock);
+	if (!id)
+		return fail(ENOMEM);
+	*out = &id->id;
+	return 0;
+}
+
+static void unlink_id(struct cm_id *id)
+{
+	for (struct cm_id **p = &cm.ids; *p; p = &(*p)->next) {
+		if (*p == id) {
+			*p = id->next;
+			break;
+		}
+	}
+}
+
+/* Withdraws events about id not yet delivered (their fd counts make readers look again). */
+static void purge_events(struct cm_id *id)
+{
+	struct cm_channel *c = id->chan;
+	struct cm_event **p = &c->head, *last = NULL;
+
+	while (*p) {
+		struct cm_event *e = *p;
+
+		if (e->ev.id == &id->id || e->ev.listen_id == &id->id) {
+			*p = e->next;
+			free(e);
+		} else {
+			last = e;
+			p = &e->next;
+		}
+	}
+	c->tail = last;
+}
+
+CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_msg m = { .src_id = id->local_id, .dst_id = id->remote_id, .ps = cid->ps };
+
+	pthread_mutex_lock(&cm.lock);
+	switch (id->state) {
+	case CM_ESTABLISHED:
+	case CM_REP_SENT:
+	case CM_REP_RCVD:
+		m.type = CM_MSG_DREQ;	/* going away: tell the peer (as the kernel's CM does) */
+		cm_send(id, &m, false);
+		break;
+	case CM_REQ_RCVD:
+		m.type = CM_MSG_REJ;
+		m.reason = CM_REJ_CONSUMER_DEFINED;
+		cm_send(id, &m, false);
+		if (id->listener)
+			id->listener->pending--;
+		break;
+	default:
+		break;
+	}
+	id->state = CM_DESTROYING;
+	id->txlen = 0;
+	if (cid->event) {
+		/* rdma_get_request() kept the CONNECT_REQUEST event here. */
+		struct rdma_cm_event *ev = cid->event;
+
+		cid->event = NULL;
+		pthread_mutex_unlock(&cm.lock);
+		rdma_ack_cm_event(ev);
+		pthread_mutex_lock(&cm.lock);
+	}
+	purge_events(id);
+	for (struct cm_id *i = cm.ids; i; i = i->next)
+		if (i->listener == id)
+			i->listener = NULL;
+	/* As librdmacm: wait until every event handed out about this id has been acked. */
+	while (id->events_out > 0)
+		pthread_cond_wait(&id->cond, &cm.lock);
+	unlink_id(id);
+	cm_sock_put(id->lsock);
+	if (id->sock_ref)
+		cm_sock_put(id->sock);
+	pthread_mutex_unlock(&cm.lock);
+	if (id->chan->sync) {
+		close(id->chan->ch.fd);
+		free(id->chan);
+	}
+	free(cid->route.path_rec);
+	free(id);
+	return 0;
+}
+
+/* ---- addresses ---------------------------------------------------------------------------------- */
+static int bind_locked(struct cm_id *id, const struct sockaddr *a)
+{
+	struct sockaddr_storage ss;
+	struct cm_dev *dev;
+
+	if (!a || !sa_len(a))
+		return -EAFNOSUPPORT;
+	if (id->state != CM_IDLE)
+		return -EINVAL;
+	dev = cm_dev_for_local(a);
+	if (!dev)
+		return -ENODEV;	/* not an address of an RDMA device (rdma_bind_addr(3)) */
+	/* Port 0 stays 0 here: rdma_listen or rdma_resolve_addr picks it. */
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, a, sa_len(a));
+	memcpy(&id->id.route.addr.src_addr, &ss, sa_len(a));
+	/* A wildcard bind leaves the device open (rdma_cm: verbs is NULL until it is known). */
+	bool any = (a->sa_family == AF_INET && ((struct sockaddr_in *)a)->sin_addr.s_addr == 0) ||
+		   (a->sa_family == AF_INET6 &&
+		    IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)a)->sin6_addr));
+
+	id->dev = any ? NULL : dev;
+	id->id.verbs = any ? NULL : dev->ctx;
+	id->id.port_num = any ? 0 : 1;
+	id->state = CM_BOUND;
+	return 0;
+}
+
+CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *cid, struct sockaddr *addr)
+{
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	ret = bind_locked(cm_id(cid), addr);
+	pthread_mutex_unlock(&cm.lock);
+	return ret ? fail(ret) : 0;
+}
+
+static void fill_path(struct cm_id *id)
+{
+	struct ibv_sa_path_rec *p = id->id.route.path_rec;
+
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return;
+		id->id.route.path_rec = p;
+	}
+	id->id.route.num_paths = 1;
+	p->sgid = id->dev->gid;
+	/* The peer's data-plane GID is learnt at connection time; until then, its IP. */
+	if (id->id.route.addr.dst_addr.sa_family == AF_INET) {
+		memset(p->dgid.raw, 0, 10);
+		p->dgid.raw[10] = p->dgid.raw[11] = 0xff;
+		memcpy(&p->dgid.raw[12], &id->id.route.addr.dst_sin.sin_addr, 4);
+	} else {
+		memcpy(p->dgid.raw, &id->id.route.addr.dst_sin6.sin6_addr, 16);
+	}
+	p->pkey = htobe16(0xffff);
+	p->mtu = (uint8_t)id->dev->mtu;
+	p->mtu_selector = 2;	/* exactly */
+	p->hop_limit = 64;
+	p->reversible = 1;
+	p->numb_path = 1;
+	p->packet_life_time = 14;
+}
+
+CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src, struct sockaddr *dst,
+				int timeout_ms)
+{
+	struct cm_id *id = cm_id(cid);
+	struct sockaddr_storage from;
+	struct cm_dev *dev = NULL;
+	int ret = 0, status;
+
+	if (!dst || !sa_len(dst))
+		return fail(EAFNOSUPPORT);
+	pthread_mutex_lock(&cm.lock);
+	if (src && id->state == CM_IDLE)
+		ret = bind_locked(id, src);
+	if (!ret && id->state != CM_IDLE && id->state != CM_BOUND && id->state != CM_ADDR_RESOLVED)
+		ret = -EINVAL;
+	if (ret) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(ret);
+	}
+	status = cm_dev_for_dst(dst, &dev, &from);
+	memcpy(&cid->route.addr.dst_addr, dst, sa_len(dst));
+	if (!status) {
+		uint16_t port = id->state == CM_BOUND ? sa_port(&cid->route.addr.src_addr) : 0;
+
+		if (id->state != CM_BOUND || (!id->dev && src))
+			memcpy(&cid->route.addr.src_addr, &from, sa_len((struct sockaddr *)&from));
+		sa_set_port(&cid->route.addr.src_addr, port ? port : htons(ephemeral_port()));
+		id->dev = dev;
+		cid->verbs = dev->ctx;
+		cid->port_num = 1;
+		id->path_mtu = dev->mtu;
+		id->state = CM_ADDR_RESOLVED;
+		cm_post_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL);
+	} else {
+		cm_post_event(id, RDMA_CM_EVENT_ADDR_ERROR, status, NULL);
+	}
+	pthread_mutex_unlock(&cm.lock);
+	(void)timeout_ms;
+	if (id->chan->sync)
+		return sync_wait(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+	return 0;
+}
+
+CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
+{
+	struct cm_id *id = cm_id(cid);
+
+	pthread_mutex_lock(&cm.lock);
+	if (id->state != CM_ADDR_RESOLVED && id->state != CM_ROUTE_RESOLVED) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	fill_path(id);
+	id->state = CM_ROUTE_RESOLVED;
+	cm_post_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL);
+	pthread_mutex_unlock(&cm.lock);
+	(void)timeout_ms;
+	if (id->chan->sync)
+		return sync_wait(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	return 0;
+}
+
+/* ---- passive side -------------------------------------------------------------------------------- */
+CM_EXPORT int rdma_listen(struct rdma_cm_id *cid, int backlog)
+{
+	struct cm_id *id = cm_id(cid);
+	struct sockaddr *a = &cid->route.addr.src_addr;
+	int err = 0;
+
+	pthread_mutex_lock(&cm.lock);
+	if (id->state == CM_IDLE) {
+		struct sockaddr_in any = { .sin_family = AF_INET };
+
+		err = bind_locked(id, (struct sockaddr *)&any);
+	}
+	if (!err && id->state != CM_BOUND)
+		err = -EINVAL;
+	if (!err) {
+		id->lsock = cm_listen_sock(a, id->reuseaddr, &err);
+		if (id->lsock) {
+			/* Port 0: the socket's own port is the one we listen on. */
+			sa_set_port(a, cm_sock_port(id->lsock));
+			id->state = CM_LISTEN;
+			id->backlog = backlog > 0 ? backlog : 1024;
+		}
+	}
+	pthread_mutex_unlock(&cm.lock);
+	return err ? fail(err) : 0;
+}
+
+static int accept_ud(struct cm_id *id, struct rdma_conn_param *p)
+{
+	struct cm_msg m = { .type = CM_MSG_SIDR_REP, .src_id = id->local_id, .dst_id = id->remote_id,
+			    .ps = id->id.ps, .status = CM_SIDR_OK, .mtu = (uint8_t)id->path_mtu };
+
+	m.gid = id->dev->gid;
+	m.qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
+	m.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;
+	m.src_port = ntohs(rdma_get_src_port(&id->id));
+	m.dst_port = ntohs(rdma_get_dst_port(&id->id));
+	if (p && p->private_data_len) {
+		if (p->private_data_len > cm_pdata_max(CM_MSG_SIDR_REP, id->id.ps))
+			return -EINVAL;
+		m.pdata_len = p->private_data_len;
+		memcpy(m.pdata, p->private_data, m.pdata_len);
+	}
+	id->state = CM_ESTABLISHED;
+	return cm_send(id, &m, false);
+}
+
+CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_msg m = { .type = CM_MSG_REP };
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	if (id->state != CM_REQ_RCVD) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	if (id->listener)
+		id->listener->pending--;
+	if (cid->ps == RDMA_PS_UDP) {
+		ret = accept_ud(id, p);
+		pthread_mutex_unlock(&cm.lock);
+		return ret ? fail(ret) : 0;
+	}
+	/* What the passive side grants: no more than the requester asked for. */
+	if (p) {
+		if (p->responder_resources < id->responder_resources)
+			id->responder_resources = p->responder_resources;
+		if (p->initiator_depth < id->initiator_depth)
+			id->initiator_depth = p->initiator_depth;
+		id->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
+		if (p->private_data_len > cm_pdata_max(CM_MSG_REP, cid->ps)) {
+			pthread_mutex_unlock(&cm.lock);
+			return fail(EINVAL);
+		}
+	}
+	id->my_psn = rand32() & 0xffffff;
+	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
+	ret = cid->qp ? cm_qp_to_rtr_rts(id, true) : 0;
+	if (ret) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(ret);
+	}
+	m.src_id = id->local_id;
+	m.dst_id = id->remote_id;
+	m.ps = cid->ps;
+	m.src_port = ntohs(rdma_get_src_port(cid));
+	m.dst_port = ntohs(rdma_get_dst_port(cid));
+	m.gid = id->dev->gid;
+	m.qpn = id->my_qpn;
+	m.psn = id->my_psn;
+	m.mtu = (uint8_t)id->path_mtu;
+	/* Swapped to the requester's point of view. */
+	m.responder_resources = id->responder_resources;
+	m.initiator_depth = id->initiator_depth;
+	m.retry_count = id->retry_count;
+	m.rnr_retry_count = id->rnr_retry_count;
+	m.srq = cid->srq != NULL;
+	m.ece_vendor = id->ece_vendor;
+	m.ece_options = id->ece_options;
+	if (p && p->private_data_len) {
+		m.pdata_len = p->private_data_len;
+		memcpy(m.pdata, p->private_data, m.pdata_len);
+	}
+	id->state = CM_REP_SENT;
+	ret = cm_send(id, &m, true);
+	pthread_mutex_unlock(&cm.lock);
+	if (ret)
+		return fail(ret);
+	if (id->chan->sync)
+		return sync_wait(id, RDMA_CM_EVENT_ESTABLISHED);
+	return 0;
+}
+
+static int reject(struct rdma_cm_id *cid, const void *pdata, uint8_t len, uint16_t reason)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_msg m = { .src_id = id->local_id, .dst_id = id->remote_id, .ps = cid->ps,
+			    .reason = reason };
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	if (id->state != CM_REQ_RCVD) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	if (cid->ps == RDMA_PS_UDP) {
+		m.type = CM_MSG_SIDR_REP;
+		m.status = CM_SIDR_REJECT;
+		m.mtu = IBV_MTU_1024;
+	} else {
+		m.type = CM_MSG_REJ;
+	}
+	if (len > cm_pdata_max(m.type, cid->ps)) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	m.pdata_len = len;
+	if (len)
+		memcpy(m.pdata, pdata, len);
+	if (id->listener)
+		id->listener->pending--;
+	id->state = CM_DISCONNECTED;
+	ret = cm_send(id, &m, false);
+	pthread_mutex_unlock(&cm.lock);
+	return ret ? fail(ret) : 0;
+}
+
+CM_EXPORT int rdma_reject(struct rdma_cm_id *cid, const void *pdata, uint8_t len)
+{
+	return reject(cid, pdata, len, CM_REJ_CONSUMER_DEFINED);
+}
+
+CM_EXPORT int rdma_reject_ece(struct rdma_cm_id *cid, const void *pdata, uint8_t len)
+{
+	return reject(cid, pdata, len, 35 /* IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED */);
+}
+
+/* ---- active side ---------------------------------------------------------------------------------- */
+CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_msg m = { 0 };
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	if (id->state != CM_ROUTE_RESOLVED && id->state != CM_ADDR_RESOLVED) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	m.type = cid->ps == RDMA_PS_UDP ? CM_MSG_SIDR_REQ : CM_MSG_REQ;
+	if (p && p->private_data_len > cm_pdata_max(m.type, cid->ps)) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	id->my_psn = rand32() & 0xffffff;
+	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
+	if (p) {
+		id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;
+		id->initiator_depth = p->initiator_depth > 128 ? 128 : p->initiator_depth;
+		id->retry_count = p->retry_count > 7 ? 7 : p->retry_count;
+		id->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
+		id->flow_control = p->flow_control;
+		m.pdata_len = p->private_data_len;
+		if (m.pdata_len)
+			memcpy(m.pdata, p->private_data, m.pdata_len);
+	}
+	memcpy(&id->peer_cm, &cid->route.addr.dst_addr, sa_len(&cid->route.addr.dst_addr));
+	id->sock = cm_active_sock(cid->route.addr.dst_addr.sa_family);
+	m.src_id = id->local_id;
+	m.ps = cid->ps;
+	m.src_port = ntohs(rdma_get_src_port(cid));
+	m.dst_port = ntohs(rdma_get_dst_port(cid));
+	m.gid = id->dev->gid;
+	m.qpn = id->my_qpn;
+	m.psn = id->my_psn;
+	m.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;
+	m.mtu = (uint8_t)id->path_mtu;
+	m.responder_resources = id->responder_resources;
+	m.initiator_depth = id->initiator_depth;
+	m.retry_count = id->retry_count;
+	m.rnr_retry_count = id->rnr_retry_count;
+	m.flow_control = id->flow_control;
+	m.srq = cid->srq != NULL || (p && p->srq);
+	m.qp_type = (uint8_t)cid->qp_type;
+	m.ece_vendor = id->ece_vendor;
+	m.ece_options = id->ece_options;
+	id->state = CM_REQ_SENT;
+	ret = id->sock ? cm_send(id, &m, true) : -ENOMEM;
+	pthread_mutex_unlock(&cm.lock);
+	if (ret)
+		return fail(ret);
+	if (id->chan->sync)
+		return sync_wait(id, RDMA_CM_EVENT_ESTABLISHED);
+	return 0;
+}
+
+CM_EXPORT int rdma_establish(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_msg m = { .type = CM_MSG_RTU };
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	if (id->state != CM_REP_RCVD) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
+	m.src_id = id->local_id;
+	m.dst_id = id->remote_id;
+	m.ps = cid->ps;
+	ret = cm_send(id, &m, false);
+	id->state = CM_ESTABLISHED;
+	id->last_heard = cm_now_ms();
+	id->next_probe = id->last_heard + 1000;
+	pthread_mutex_unlock(&cm.lock);
+	return ret ? fail(ret) : 0;
+}
+
+CM_EXPORT int rdma_disconnect(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_msg m = { .type = CM_MSG_DREQ };
+	int ret = 0;
+
+	pthread_mutex_lock(&cm.lock);
+	switch (id->state) {
+	case CM_ESTABLISHED:
+	case CM_REP_SENT:
+	case CM_REP_RCVD:
+		cm_qp_to_err(id);
+		m.src_id = id->local_id;
+		m.dst_id = id->remote_id;
+		m.ps = cid->ps;
+		id->state = CM_DREQ_SENT;
+		ret = cm_send(id, &m, true);
+		break;
+	case CM_DREQ_SENT:
+	case CM_DISCONNECTED:
+		break;	/* already going or gone: nothing more to do */
+	default:
+		ret = -EINVAL;
+		break;
+	}
+	pthread_mutex_unlock(&cm.lock);
+	return ret ? fail(ret) : 0;
+}
+
+CM_EXPORT int rdma_notify(struct rdma_cm_id *cid, enum ibv_event_type event)
+{
+	/* The CM learns of establishment from its own RTU; nothing to do (rdma_notify(3)). */
+	return 0;
+}
+
+CM_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *attr, int *mask)
+{
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	ret = cm_fill_qp_attr(cm_id(cid), attr, mask);
+	pthread_mutex_unlock(&cm.lock);
+	return ret ? fail(ret) : 0;
+}
+
+CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel *channel)
+{
+	struct cm_id *id = cm_id(cid);
+	struct cm_channel *to = channel ? (struct cm_channel *)channel : chan_new(true);
+	struct cm_channel *from;
+
+	if (!to)
+		return fail(ENOMEM);
+	pthread_mutex_lock(&cm.lock);
+	from = id->chan;
+	/* Undelivered events about the id follow it to its new channel. */
+	for (struct cm_event **p = &from->head; *p;) {
+		struct cm_event *e = *p;
+
+		if (e->ev.id == cid) {
+			uint64_t one = 1, v;
+
+			*p = e->next;
+			(void)!read(from->ch.fd, &v, sizeof(v));
+			e->next = NULL;
+			if (to->tail)
+				to->tail->next = e;
+			else
+				to->head = e;
+			to->tail = e;
+			(void)!write(to->ch.fd, &one, sizeof(one));
+		} else {
+			p = &e->next;
+		}
+	}
+	from->tail = NULL;
+	for (struct cm_event *e = from->head; e; e = e->next)
+		from->tail = e;
+	id->chan = to;
+	cid->channel = to->sync ? NULL : &to->ch;
+	pthread_mutex_unlock(&cm.lock);
+	if (from->sync) {
+		close(from->ch.fd);
+		free(from);
+	}
+	return 0;
+}
+
+CM_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *cid)
+{
+	return sa_port(&cid->route.addr.src_addr);
+}
+
+CM_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *cid)
+{
+	return sa_port(&cid->route.addr.dst_addr);
+}
+
+/* ---- options and ECE ----------------------------------------------------------------------------- */
+CM_EXPORT int rdma_set_option(struct rdma_cm_id *cid, int level, int optname, void *optval,
+			      size_t optlen)
+{
+	struct cm_id *id = cm_id(cid);
+
+	if (level == RDMA_OPTION_ID) {
+		switch (optname) {
+		case RDMA_OPTION_ID_TOS:
+			if (optlen != sizeof(uint8_t))
+				return fail(EINVAL);
+			id->tos = *(uint8_t *)optval;
+			id->tos_set = true;
+			return 0;
+		case RDMA_OPTION_ID_REUSEADDR:
+			if (optlen != sizeof(int))
+				return fail(EINVAL);
+			id->reuseaddr = *(int *)optval != 0;
+			return 0;
+		case RDMA_OPTION_ID_AFONLY:
+			if (optlen != sizeof(int))
+				return fail(EINVAL);
+			id->afonly = *(int *)optval != 0;
+			return 0;
+		case RDMA_OPTION_ID_ACK_TIMEOUT:
+			if (optlen != sizeof(uint8_t) || *(uint8_t *)optval > 31)
+				return fail(EINVAL);
+			id->ack_timeout = *(uint8_t *)optval;
+			return 0;
+		}
+	}
+	/* RDMA_OPTION_IB_PATH: there are no IB path records to set on a RoCE port. */
+	return fail(ENOSYS);
+}
+
+CM_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cid, struct ibv_ece *ece)
+{
+	if (!ece)
+		return fail(EINVAL);
+	pthread_mutex_lock(&cm.lock);
+	cm_id(cid)->ece_vendor = ece->vendor_id;
+	cm_id(cid)->ece_options = ece->options;
+	pthread_mutex_unlock(&cm.lock);
+	return 0;
+}
+
+CM_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cid, struct ibv_ece *ece)
+{
+	if (!ece)
+		return fail(EINVAL);
+	pthread_mutex_lock(&cm.lock);
+	ece->vendor_id = cm_id(cid)->ece_vendor;
+	ece->options = cm_id(cid)->ece_options;
+	ece->comp_mask = 0;
+	pthread_mutex_unlock(&cm.lock);
+	return 0;
+}
+
+/* ---- devices ----------------------------------------------------------------------------------- */
+CM_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **list;
+
+	pthread_mutex_lock(&cm.lock);
+	if (cm_devices_init()) {
+		pthread_mutex_unlock(&cm.lock);
+		if (num_devices)
+			*num_devices = 0;
+		return calloc(1, sizeof(*list));
+	}
+	list = calloc((size_t)cm_ndevs + 1, sizeof(*list));
+	for (int i = 0; list && i < cm_ndevs; i++)
+		list[i] = cm_devs[i].ctx;
+	if (num_devices)
+		*num_devices = list ? cm_ndevs : 0;
+	pthread_mutex_unlock(&cm.lock);
+	if (!list)
+		errno = ENOMEM;
+	return list;
+}
+
+CM_EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	free(list);
+}
+
+CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	switch (event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED: return "RDMA_CM_EVENT_ADDR_RESOLVED";
+	case RDMA_CM_EVENT_ADDR_ERROR: return "RDMA_CM_EVENT_ADDR_ERROR";
+	case RDMA_CM_EVENT_ROUTE_RESOLVED: return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+	case RDMA_CM_EVENT_ROUTE_ERROR: return "RDMA_CM_EVENT_ROUTE_ERROR";
+	case RDMA_CM_EVENT_CONNECT_REQUEST: return "RDMA_CM_EVENT_CONNECT_REQUEST";
+	case RDMA_CM_EVENT_CONNECT_RESPONSE: return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+	case RDMA_CM_EVENT_CONNECT_ERROR: return "RDMA_CM_EVENT_CONNECT_ERROR";
+	case RDMA_CM_EVENT_UNREACHABLE: return "RDMA_CM_EVENT_UNREACHABLE";
+	case RDMA_CM_EVENT_REJECTED: return "RDMA_CM_EVENT_REJECTED";
+	case RDMA_CM_EVENT_ESTABLISHED: return "RDMA_CM_EVENT_ESTABLISHED";
+	case RDMA_CM_EVENT_DISCONNECTED: return "RDMA_CM_EVENT_DISCONNECTED";
+	case RDMA_CM_EVENT_DEVICE_REMOVAL: return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+	case RDMA_CM_EVENT_MULTICAST_JOIN: return "RDMA_CM_EVENT_MULTICAST_JOIN";
+	case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
+	case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+	default: return "UNKNOWN EVENT";
+	}
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librdmacm for softrdma: internal definitions (docs/cm.md).
+ *
+ * The connection manager runs in the application's process on top of the public verbs API
+ * only (it never reaches into the engine). Its messages travel over UDP between the CM
+ * sockets of the two processes: the passive side's socket is bound to the address the
+ * application listens on (rdma_bind_addr + rdma_listen), the active side sends from one
+ * process-wide socket. Everything about the messages themselves is in proto.c/proto.h, behind
+ * one boundary, so that a later step can speak the IB CM MADs (REQ/REP/RTU/DREQ/DREP/REJ on
+ * QP1) instead.
+ *
+ * One process-wide lock (cm.lock) guards every CM object: the CM is not on any data path.
+ */
+#ifndef SR_CM_CM_H
+#define SR_CM_CM_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "cm/proto.h"
+
+#define CM_EXPORT __attribute__((visibility("default")))
+
+/* ---- devices ------------------------------------------------------------------------------ */
+struct cm_dev {
+	struct ibv_context *ctx;	/* opened once per process, shared by every id (as rdma-core) */
+	struct sockaddr_storage ip;	/* the device's IP address (from its GID), port 0 */
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+	bool loopback;			/* its address is in 127.0.0.0/8 or ::1 */
+	struct ibv_pd *pd;		/* default PD for rdma_create_qp(id, NULL, ...) */
+};
+
+int cm_devices_init(void);
+/* The device serving local address `a` (0.0.0.0 / :: : the first device), or NULL. */
+struct cm_dev *cm_dev_for_local(const struct sockaddr *a);
+/* The device to reach `dst`, and the local source address to use, or -errno. */
+int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct sockaddr_storage *src);
+struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx);
+extern struct cm_dev *cm_devs;
+extern int cm_ndevs;
+
+/* ---- event channels ------------------------------------------------------------------------ */
+struct cm_event {
+	struct rdma_cm_event ev;		/* first: the application sees this */
+	struct cm_event *next;
+	uint8_t pdata[CM_PDATA_MAX];		/* the private data ev.param points into */
+};
+
+struct cm_channel {
+	struct rdma_event_channel ch;		/* fd: an eventfd in semaphore mode */
+	struct cm_event *head, *tail;		/* queued, not yet delivered */
+	bool sync;				/* private channel of a synchronous id */
+};
+
+/* ---- ids ----------------------------------------------------------------------------------- */
+enum cm_state {
+	CM_IDLE,
+	CM_BOUND,
+	CM_ADDR_RESOLVED,
+	CM_ROUTE_RESOLVED,
+	CM_LISTEN,
+	CM_REQ_SENT,		/* active: REQ (or SIDR REQ) out, waiting for REP/REJ */
+	CM_REP_RCVD,		/* active, no QP on the id: CONNECT_RESPONSE given, rdma_establish next */
+	CM_REQ_RCVD,		/* passive child: CONNECT_REQUEST given, accept/reject next */
+	CM_REP_SENT,		/* passive: accepted, waiting for RTU */
+	CM_ESTABLISHED,
+	CM_DREQ_SENT,
+	CM_DISCONNECTED,
+	CM_DESTROYING,
+};
+
+struct cm_sock;
+
+struct cm_id {
+	struct rdma_cm_id id;			/* first: the application sees this */
+	struct cm_channel *chan;
+	enum cm_state state;
+	struct cm_dev *dev;
+	struct cm_id *listener;			/* passive child: the listening id */
+	struct cm_sock *lsock;			/* listening id: its socket */
+	int backlog, pending;			/* listening: requests not yet accepted/rejected */
+	uint32_t local_id, remote_id;		/* communication ids (ours, the peer's) */
+	struct sockaddr_storage peer_cm;	/* where the peer's CM messages go */
+	struct cm_sock *sock;			/* the socket we send from */
+	bool sock_ref;				/* we hold a reference on it (passive child) */
+	/* negotiated connection data */
+	union ibv_gid peer_gid;
+	uint32_t peer_qpn, peer_psn, my_psn, my_qpn;
+	enum ibv_mtu path_mtu;
+	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
+	uint8_t flow_control, srq;
+	uint32_t qkey;				/* UD */
+	/* retransmission of our last request (REQ, REP, DREQ, SIDR REQ) */
+	uint8_t txbuf[CM_MSG_MAX];
+	size_t txlen;
+	int tries;
+	uint64_t next_tx;
+	/* liveness (established) */
+	uint64_t last_heard, next_probe;
+	/* options */
+	uint8_t tos, ack_timeout;
+	bool reuseaddr, afonly, tos_set;
+	/* events handed to the application and not acked yet */
+	int events_out;
+	pthread_cond_t cond;
+	/* ECE */
+	uint32_t ece_vendor, ece_options;
+	/* rdma_create_ep on a passive id: QPs for the requests rdma_get_request returns */
+	struct ibv_qp_init_attr *ep_qp_attr;
+	struct ibv_pd *ep_pd;
+	bool own_cqs;				/* rdma_create_qp made the CQs and channels */
+	struct cm_id *next;			/* every id of the process */
+};
+
+static inline struct cm_id *cm_id(struct rdma_cm_id *id)
+{
+	return (struct cm_id *)id;
+}
+
+/* ---- the CM machinery (cm.c) ------------------------------------------------------------------ */
+struct cm_global {
+	pthread_mutex_t lock;
+	bool started;
+	pthread_t thread;
+	int epfd, evfd;
+	struct cm_sock *socks;			/* listeners and the shared active sockets */
+	struct cm_id *ids;
+	uint32_t next_local_id;
+	uint16_t next_port;
+};
+extern struct cm_global cm;
+
+int cm_start(void);			/* starts the thread (cm.lock held) */
+void cm_kick(void);
+uint64_t cm_now_ms(void);
+void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
+		   const struct cm_msg *m);
+/* Sends m from id's socket to the peer (cm.lock held); remembers it for retransmission when
+ * `retrans` is set. */
+int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans);
+struct cm_sock *cm_listen_sock(const struct sockaddr *a, bool reuse, int *err);
+void cm_sock_put(struct cm_sock *s);
+struct cm_sock *cm_active_sock(int family);
+uint16_t cm_sock_port(const struct cm_sock *s);	/* network order */
+struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
+			  enum ibv_qp_type qpt);
+uint32_t cm_new_local_id(void);
+
+/* QP automation (qp.c). */
+int cm_qp_to_init(struct cm_id *id, struct ibv_qp *qp);
+int cm_qp_to_rtr_rts(struct cm_id *id, bool rts);
+void cm_qp_to_err(struct cm_id *id);
+int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask);
+
+#endif /* SR_CM_CM_H */

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The convenience layer of librdmacm: QPs and SRQs on an id, rdma_getaddrinfo, and the
+ * synchronous endpoint calls used by rdma_server/rdma_client (rdma_create_ep, rdma_get_request),
+ * written against this library's own calls and the public verbs.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cm/cm.h"
+
+static int fail(int err)
+{
+	errno = err < 0 ? -err : err;
+	return -1;
+}
+
+static struct ibv_pd *default_pd(struct cm_id *id)
+{
+	if (!id->dev)
+		return NULL;
+	if (!id->dev->pd)
+		id->dev->pd = ibv_alloc_pd(id->dev->ctx);
+	return id->dev->pd;
+}
+
+/* ---- QPs and SRQs ---------------------------------------------------------------------------- */
+static void destroy_cqs(struct rdma_cm_id *cid)
+{
+	if (cid->send_cq)
+		ibv_destroy_cq(cid->send_cq);
+	if (cid->recv_cq && cid->recv_cq != cid->send_cq)
+		ibv_destroy_cq(cid->recv_cq);
+	if (cid->send_cq_channel)
+		ibv_destroy_comp_channel(cid->send_cq_channel);
+	if (cid->recv_cq_channel && cid->recv_cq_channel != cid->send_cq_channel)
+		ibv_destroy_comp_channel(cid->recv_cq_channel);
+	cid->send_cq = cid->recv_cq = NULL;
+	cid->send_cq_channel = cid->recv_cq_channel = NULL;
+}
+
+/* As librdmacm: a QP created without CQs gets its own, each with a completion channel (the
+ * rdma_verbs.h helpers rdma_get_send_comp/rdma_get_recv_comp wait on them). */
+static int make_cqs(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *a)
+{
+	if (!a->send_cq) {
+		cid->send_cq_channel = ibv_create_comp_channel(cid->verbs);
+		cid->send_cq = cid->send_cq_channel
+				       ? ibv_create_cq(cid->verbs, (int)(a->cap.max_send_wr ? a->cap.max_send_wr : 1),
+						       cid, cid->send_cq_channel, 0)
+				       : NULL;
+		if (!cid->send_cq)
+			goto fail;
+		a->send_cq = cid->send_cq;
+	}
+	if (!a->recv_cq) {
+		cid->recv_cq_channel = ibv_create_comp_channel(cid->verbs);
+		cid->recv_cq = cid->recv_cq_channel
+				       ? ibv_create_cq(cid->verbs, (int)(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1),
+						       cid, cid->recv_cq_channel, 0)
+				       : NULL;
+		if (!cid->recv_cq)
+			goto fail;
+		a->recv_cq = cid->recv_cq;
+	}
+	return 0;
+fail:
+	destroy_cqs(cid);
+	return -ENOMEM;
+}
+
+CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *a)
+{
+	struct cm_id *id = cm_id(cid);
+	struct ibv_qp *qp;
+	int ret;
+
+	if (!cid->verbs)
+		return fail(EINVAL);	/* rdma_create_qp(3): the id must be bound to a device */
+	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
+		a->pd = cid->pd ? cid->pd : default_pd(id);
+		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
+	}
+	if (!a->pd || a->pd->context != cid->verbs)
+		return fail(EINVAL);
+	id->own_cqs = !a->send_cq || !a->recv_cq;
+	ret = make_cqs(cid, a);
+	if (ret)
+		return fail(ret);
+	if (!a->srq && cid->srq)
+		a->srq = cid->srq;
+	qp = ibv_create_qp_ex(cid->verbs, a);
+	if (!qp) {
+		ret = errno;
+		destroy_cqs(cid);
+		return fail(ret);
+	}
+	pthread_mutex_lock(&cm.lock);
+	ret = cm_qp_to_init(id, qp);
+	if (!ret) {
+		cid->qp = qp;
+		cid->pd = a->pd;
+	}
+	pthread_mutex_unlock(&cm.lock);
+	if (ret) {
+		ibv_destroy_qp(qp);
+		destroy_cqs(cid);
+		return fail(ret);
+	}
+	return 0;
+}
+
+CM_EXPORT int rdma_create_qp(struct rdma_cm_id *cid, struct ibv_pd *pd, struct ibv_qp_init_attr *a)
+{
+	struct ibv_qp_init_attr_ex ax;
+	int ret;
+
+	memset(&ax, 0, sizeof(ax));
+	memcpy(&ax, a, sizeof(*a));
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ax.pd = pd;
+	if (!ax.qp_type)
+		ax.qp_type = cid->qp_type;
+	ret = rdma_create_qp_ex(cid, &ax);
+	if (!ret) {
+		a->cap = ax.cap;
+		a->send_cq = ax.send_cq;
+		a->recv_cq = ax.recv_cq;
+	}
+	return ret;
+}
+
+CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cid)
+{
+	if (!cid->qp)
+		return;
+	ibv_destroy_qp(cid->qp);
+	cid->qp = NULL;
+	if (cm_id(cid)->own_cqs)
+		destroy_cqs(cid);
+}
+
+CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cid, struct ibv_srq_init_attr_ex *a)
+{
+	struct ibv_srq *srq;
+
+	if (!cid->verbs)
+		return fail(EINVAL);
+	if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) {
+		a->pd = cid->pd ? cid->pd : default_pd(cm_id(cid));
+		a->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+	}
+	if (!a->pd)
+		return fail(EINVAL);
+	/* Plain SRQs only (XRC SRQs are the memory: issue's). */
+	if (a->comp_mask & ~(uint32_t)IBV_SRQ_INIT_ATTR_PD)
+		return fail(EOPNOTSUPP);
+	struct ibv_srq_init_attr sa = { .srq_context = a->srq_context, .attr = a->attr };
+
+	srq = ibv_create_srq(a->pd, &sa);
+	if (!srq)
+		return -1;
+	a->attr = sa.attr;
+	cid->srq = srq;
+	cid->pd = a->pd;
+	return 0;
+}
+
+CM_EXPORT int rdma_create_srq(struct rdma_cm_id *cid, struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	struct ibv_srq_init_attr_ex ax;
+	int ret;
+
+	memset(&ax, 0, sizeof(ax));
+	ax.srq_context = a->srq_context;
+	ax.attr = a->attr;
+	ax.comp_mask = IBV_SRQ_INIT_ATTR_PD;
+	ax.pd = pd;
+	ret = rdma_create_srq_ex(cid, &ax);
+	if (!ret)
+		a->attr = ax.attr;
+	return ret;
+}
+
+CM_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cid)
+{
+	if (cid->srq)
+		ibv_destroy_srq(cid->srq);
+	cid->srq = NULL;
+}
+
+/* ---- rdma_getaddrinfo ------------------------------------------------------------------------ */
+CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
+			       const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct addrinfo h = { .ai_socktype = SOCK_STREAM }, *ai;
+	struct rdma_addrinfo *r;
+	int flags = hints ? hints->ai_flags : 0, ret;
+
+	if (!node && !service)
+		return fail(EINVAL);
+	if (flags & RAI_PASSIVE)
+		h.ai_flags |= AI_PASSIVE;
+	if (flags & RAI_NUMERICHOST)
+		h.ai_flags |= AI_NUMERICHOST;
+	if (hints && (hints->ai_flags & RAI_FAMILY))
+		h.ai_family = hints->ai_family;
+	else if (hints)
+		h.ai_family = hints->ai_family;
+	ret = getaddrinfo(node, service, &h, &ai);
+	if (ret) {
+		errno = ret == EAI_SYSTEM ? errno : ret == EAI_MEMORY ? ENOMEM : ENOENT;
+		return ret;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		freeaddrinfo(ai);
+		return fail(ENOMEM);
+	}
+	r->ai_flags = flags;
+	r->ai_family = ai->ai_family;
+	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space
+			   : r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
+	struct sockaddr *copy = malloc(ai->ai_addrlen);
+
+	if (!copy) {
+		freeaddrinfo(ai);
+		free(r);
+		return fail(ENOMEM);
+	}
+	memcpy(copy, ai->ai_addr, ai->ai_addrlen);
+	if (flags & RAI_PASSIVE) {
+		r->ai_src_addr = copy;
+		r->ai_src_len = ai->ai_addrlen;
+	} else {
+		r->ai_dst_addr = copy;
+		r->ai_dst_len = ai->ai_addrlen;
+		if (hints && hints->ai_src_addr && hints->ai_src_len) {
+			r->ai_src_addr = malloc(hints->ai_src_len);
+			if (r->ai_src_addr) {
+				memcpy(r->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
+				r->ai_src_len = hints->ai_src_len;
+			}
+		}
+	}
+	if (node && ai->ai_canonname)
+		r->ai_dst_canonname = strdup(ai->ai_canonname);
+	freeaddrinfo(ai);
+	*res = r;
+	return 0;
+}
+
+CM_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
+{
+	while (res) {
+		struct rdma_addrinfo *n = res->ai_next;
+
+		free(res->ai_src_addr);
+		free(res->ai_dst_addr);
+		free(res->ai_src_canonname);
+		free(res->ai_dst_canonname);
+		free(res->ai_route);
+		free(res->ai_connect);
+		free(res);
+		res = n;
+	}
+}
+
+/* ---- endpoints --------------------------------------------------------------------------------- */
+CM_EXPORT int rdma_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res, struct ibv_pd *pd,
+			     struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cid;
+	int ret;
+
+	if (!out || !res)
+		return fail(EINVAL);
+	if (rdma_create_id(NULL, &cid, NULL, (enum rdma_port_space)res->ai_port_space))
+		return -1;
+	cid->qp_type = (enum ibv_qp_type)res->ai_qp_type;
+	if (res->ai_flags & RAI_PASSIVE) {
+		ret = rdma_bind_addr(cid, res->ai_src_addr);
+		if (ret)
+			goto fail;
+		if (qp_init_attr) {
+			/* Kept for the requests rdma_get_request() will return. */
+			struct cm_id *id = cm_id(cid);
+
+			id->ep_qp_attr = malloc(sizeof(*qp_init_attr));
+			if (!id->ep_qp_attr) {
+				errno = ENOMEM;
+				goto fail;
+			}
+			*id->ep_qp_attr = *qp_init_attr;
+			id->ep_pd = pd;
+		}
+	} else {
+		ret = rdma_resolve_addr(cid, res->ai_src_addr, res->ai_dst_addr, 2000);
+		if (!ret)
+			ret = rdma_resolve_route(cid, 2000);
+		if (!ret && qp_init_attr)
+			ret = rdma_create_qp(cid, pd, qp_init_attr);
+		if (ret)
+			goto fail;
+	}
+	*out = cid;
+	return 0;
+fail:
+	ret = errno;
+	rdma_destroy_id(cid);
+	errno = ret;
+	return -1;
+}
+
+CM_EXPORT void rdma_destroy_ep(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = cm_id(cid);
+
+	if (cid->qp)
+		rdma_destroy_qp(cid);
+	if (cid->srq)
+		rdma_destroy_srq(cid);
+	free(id->ep_qp_attr);
+	id->ep_qp_attr = NULL;
+	rdma_destroy_id(cid);
+}
+
+CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
+{
+	struct cm_id *l = cm_id(listen);
+	struct rdma_cm_event *ev;
+	int ret;
+
+	if (!l->chan->sync)
+		return fail(EINVAL);	/* only on a synchronous (rdma_create_ep) listener */
+	for (;;) {
+		if (rdma_get_cm_event(&l->chan->ch, &ev))
+			return -1;
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			break;
+		rdma_ack_cm_event(ev);	/* nothing else concerns a listener */
+	}
+	struct rdma_cm_id *cid = ev->id;
+
+	/* The new id is synchronous too; its CONNECT_REQUEST event waits in cid->event until
+	 * rdma_accept/rdma_reject/rdma_destroy_ep. */
+	rdma_migrate_id(cid, NULL);
+	cid->event = ev;
+	if (l->ep_qp_attr) {
+		struct ibv_qp_init_attr a = *l->ep_qp_attr;
+
+		ret = rdma_create_qp(cid, l->ep_pd, &a);
+		if (ret) {
+			ret = errno;
+			rdma_reject(cid, NULL, 0);
+			rdma_destroy_id(cid);
+			return fail(ret);
+		}
+	}
+	*out = cid;
+	return 0;
+}
+
+/* ---- multicast (the next step of the cm: issue) ------------------------------------------------- */
+CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *cid, struct sockaddr *addr, void *context)
+{
+	return fail(EOPNOTSUPP);
+}
+
+CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
+				     void *context)
+{
+	return fail(EOPNOTSUPP);
+}
+
+CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cid, struct sockaddr *addr)
+{
+	return fail(EOPNOTSUPP);
+}
