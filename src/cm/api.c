@@ -233,6 +233,8 @@ CM_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_
 		return fail(ENOMEM);
 	}
 	id = cm_id_alloc(ch, context, ps, ps_qp_type(ps));
+	if (id)
+		id->own_chan = !channel;
 	pthread_mutex_unlock(&cm.lock);
 	if (!id)
 		return fail(ENOMEM);
@@ -316,7 +318,7 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	if (id->sock_ref)
 		cm_sock_put(id->sock);
 	pthread_mutex_unlock(&cm.lock);
-	if (id->chan->sync) {
+	if (id->own_chan) {
 		close(id->chan->ch.fd);
 		free(id->chan);
 	}
@@ -774,10 +776,14 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel 
 	from->tail = NULL;
 	for (struct cm_event *e = from->head; e; e = e->next)
 		from->tail = e;
+	bool free_from = id->own_chan;
+
 	id->chan = to;
+	id->own_chan = !channel;
 	cid->channel = to->sync ? NULL : &to->ch;
 	pthread_mutex_unlock(&cm.lock);
-	if (from->sync) {
+	/* Only a channel the id owned goes with it; a listener's channel stays the listener's. */
+	if (free_from) {
 		close(from->ch.fd);
 		free(from);
 	}

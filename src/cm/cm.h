@@ -82,6 +82,7 @@ struct cm_sock;
 struct cm_id {
 	struct rdma_cm_id id;			/* first: the application sees this */
 	struct cm_channel *chan;
+	bool own_chan;				/* chan is this id's private (synchronous) channel */
 	enum cm_state state;
 	struct cm_dev *dev;
 	struct cm_id *listener;			/* passive child: the listening id */
