@@ -415,6 +415,10 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src, st
 		return fail(ret);
 	}
 	status = cm_dev_for_dst(dst, &dev, &from);
+	if (!status && cm_is_mcast(dst) && id->dev) {
+		dev = id->dev;	/* bound explicitly: the group is joined on that device */
+		memcpy(&from, &cid->route.addr.src_addr, sa_len(&cid->route.addr.src_addr));
+	}
 	memcpy(&cid->route.addr.dst_addr, dst, sa_len(dst));
 	if (!status) {
 		uint16_t port = id->state == CM_BOUND ? sa_port(&cid->route.addr.src_addr) : 0;

@@ -245,6 +245,20 @@ void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
 	chan_push(id->chan, e);
 }
 
+void cm_post_ud_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
+		      const struct rdma_ud_param *ud)
+{
+	struct cm_event *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return;
+	e->ev.id = &id->id;
+	e->ev.event = type;
+	e->ev.status = status;
+	e->ev.param.ud = *ud;
+	chan_push(id->chan, e);
+}
+
 /* ---- sending ------------------------------------------------------------------------------- */
 int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans)
 {

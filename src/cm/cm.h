@@ -144,6 +144,9 @@ void cm_kick(void);
 uint64_t cm_now_ms(void);
 void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
 		   const struct cm_msg *m);
+void cm_post_ud_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
+		      const struct rdma_ud_param *ud);
+bool cm_is_mcast(const struct sockaddr *a);
 /* Sends m from id's socket to the peer (cm.lock held); remembers it for retransmission when
  * `retrans` is set. */
 int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans);

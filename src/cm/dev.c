@@ -147,6 +147,15 @@ struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx)
 	return NULL;
 }
 
+bool cm_is_mcast(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return IN_MULTICAST(ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr));
+	if (a->sa_family == AF_INET6)
+		return IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	return false;
+}
+
 int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct sockaddr_storage *src)
 {
 	socklen_t l = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
@@ -155,6 +164,13 @@ int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct socka
 	ret = cm_devices_init();
 	if (ret)
 		return ret;
+	if (cm_is_mcast(dst)) {
+		/* A group is reached from the device itself (mcast.c sends on its interface);
+		 * the caller keeps an explicit bind. Routing may well have no entry for it. */
+		*dev = &cm_devs[0];
+		memcpy(src, &cm_devs[0].ip, sizeof(*src));
+		return 0;
+	}
 	/* Ask the kernel's routing which local address would reach dst. */
 	fd = sys_socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

@@ -364,19 +364,85 @@ CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **ou
 	return 0;
 }
 
-/* ---- multicast (the next step of the cm: issue) ------------------------------------------------- */
-CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *cid, struct sockaddr *addr, void *context)
+/* ---- multicast -------------------------------------------------------------------------------
+ * A group address names the IP multicast group; its MGID is the RoCEv2 GID of that address
+ * (::ffff:239.x.y.z). The id's QP is attached to it (the engine joins the IP group), and the
+ * MULTICAST_JOIN event carries the address vector to send to it, as librdmacm's does: QPN
+ * 0xffffff, the UD Q_Key, and the user's context as private data.
+ */
+static void mgid_of(const struct sockaddr *a, union ibv_gid *g)
 {
-	return fail(EOPNOTSUPP);
+	memset(g, 0, sizeof(*g));
+	if (a->sa_family == AF_INET) {
+		g->raw[10] = g->raw[11] = 0xff;
+		memcpy(&g->raw[12], &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else {
+		memcpy(g->raw, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+	}
 }
 
-CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
+static int join(struct rdma_cm_id *cid, struct sockaddr *addr, void *context, bool send_only)
+{
+	struct cm_id *id = cm_id(cid);
+	struct rdma_ud_param ud;
+	union ibv_gid mgid;
+	int ret;
+
+	if (!addr || !cm_is_mcast(addr))
+		return fail(EINVAL);
+	if (!cid->verbs)
+		return fail(EINVAL);	/* rdma_join_multicast(3): resolve or bind first */
+	mgid_of(addr, &mgid);
+	if (cid->qp && !send_only) {
+		ret = ibv_attach_mcast(cid->qp, &mgid, 0);
+		if (ret)
+			return fail(ret);
+	}
+	memset(&ud, 0, sizeof(ud));
+	ud.private_data = context;
+	ud.ah_attr.is_global = 1;
+	ud.ah_attr.port_num = 1;
+	ud.ah_attr.grh.dgid = mgid;
+	ud.ah_attr.grh.sgid_index = 0;
+	ud.ah_attr.grh.hop_limit = 16;
+	ud.qp_num = 0xffffff;
+	ud.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;
+	pthread_mutex_lock(&cm.lock);
+	cm_post_ud_event(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0, &ud);
+	pthread_mutex_unlock(&cm.lock);
+	return 0;
+}
+
+CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *cid, struct sockaddr *addr, void *context)
+{
+	return join(cid, addr, context, false);
+}
+
+CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_ex *a,
 				     void *context)
 {
-	return fail(EOPNOTSUPP);
+	if (!a || !(a->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
+	    (a->comp_mask & ~(uint32_t)(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)))
+		return fail(EINVAL);
+	bool send_only = (a->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) &&
+			 a->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+
+	if ((a->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) &&
+	    a->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER && !send_only)
+		return fail(EINVAL);
+	return join(cid, a->addr, context, send_only);
 }
 
 CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cid, struct sockaddr *addr)
 {
-	return fail(EOPNOTSUPP);
+	union ibv_gid mgid;
+	int ret;
+
+	if (!addr || !cm_is_mcast(addr))
+		return fail(EINVAL);
+	mgid_of(addr, &mgid);
+	if (!cid->qp)
+		return 0;
+	ret = ibv_detach_mcast(cid->qp, &mgid, 0);
+	return ret ? fail(ret == EINVAL ? EADDRNOTAVAIL : ret) : 0;
 }

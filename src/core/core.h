@@ -99,6 +99,10 @@ struct sr_nic {
 	struct sr_rxring *rx;
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
 
+	/* Multicast groups with attached QPs (mcast.c): one UDP socket per group. */
+	pthread_mutex_t mcast_lock;
+	struct sr_mcast *mcast;
+
 	pthread_mutex_t timer_lock;
 	struct sr_qp **timer_qps;	/* QPs with an armed timer */
 	uint32_t ntimer, timer_cap;
@@ -451,6 +455,28 @@ int sr_net_open(struct sr_nic *nic);
 void sr_net_close(struct sr_nic *nic);
 /* Receives and processes up to a batch; returns packets received (0: none waiting). */
 int sr_net_rx(struct sr_nic *nic);
+/* The same on a multicast group's socket, whose packets are addressed to `group`. */
+int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group);
+/* A socket receiving the IP multicast group at UDP 4791, joined on the NIC's interface. */
+int sr_net_mcast_open(struct sr_nic *nic, const struct sr_addr *group);
+
+/* ---- multicast (mcast.c) ------------------------------------------------------------------- */
+struct sr_mcast {
+	union ibv_gid gid;
+	struct sr_addr addr;		/* the IP group, UDP 4791 */
+	int fd;
+	struct sr_qp **qps;		/* attached UD QPs (referenced) */
+	uint32_t nqp, cap;
+	struct sr_mcast *next;
+};
+int sr_mcast_attach(struct sr_qp *qp, const union ibv_gid *gid);
+int sr_mcast_detach(struct sr_qp *qp, const union ibv_gid *gid);
+void sr_mcast_detach_all(struct sr_qp *qp);
+/* Delivers a packet for QPN 0xffffff that arrived on group fd to every attached QP. */
+void sr_mcast_rcv(struct sr_nic *nic, int fd, struct sr_pkt *pkt, const struct sr_addr *src);
+/* Drains every group socket the progress thread found readable. */
+void sr_mcast_poll(struct sr_nic *nic, int fd);
+bool sr_gid_is_mcast(const union ibv_gid *gid);
 /* Releases a packet held back by fault injection; true while one is still held. */
 bool sr_net_tick(struct sr_nic *nic);
 

@@ -388,10 +388,12 @@ static void *nic_thread(void *arg)
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == nic->fd) {
 				armed = false;	/* one-shot: disarmed by this report */
-			} else {
+			} else if (ev[i].data.fd == nic->evfd) {
 				uint64_t v;
 
 				(void)!read(nic->evfd, &v, sizeof(v));
+			} else {
+				sr_mcast_poll(nic, ev[i].data.fd);	/* a multicast group */
 			}
 		}
 		timeout = -1;
@@ -464,6 +466,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	nic->ack_every = p->ack_every > 0 ? (uint32_t)p->ack_every : 1;
 	pthread_mutex_init(&nic->rx_lock, NULL);
 	pthread_mutex_init(&nic->timer_lock, NULL);
+	pthread_mutex_init(&nic->mcast_lock, NULL);
 	ret = sr_table_init(&nic->qps, p->max_qp > 16 ? (uint32_t)p->max_qp : 16);
 	if (!ret)
 		ret = sr_table_init(&nic->keys, p->max_mr > 16 ? (uint32_t)p->max_mr : 16);

@@ -323,6 +323,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	qp->rexmit_at = 0;
 	pthread_mutex_unlock(&qp->lock);
 	timer_unlist(qp);
+	sr_mcast_detach_all(qp);	/* as the kernel's uverbs does on destroy */
 	/* Wait for packets, timers and coalesced ACKs that still hold a reference. */
 	while (atomic_load(&qp->refs) > 1)
 		sched_yield();

@@ -12,8 +12,10 @@
  * it, come out right (src/wire/icrc.h).
  */
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -96,6 +98,18 @@ int sr_net_open(struct sr_nic *nic)
 		sys_setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v, sizeof(v));
 		sys_setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	}
+	/* UD multicast leaves through this socket too: on our interface, looped back to the
+	 * host's other members (mcast.c). */
+	if (nic->addr.family == AF_INET) {
+		struct in_addr ifa = nic->addr.v4;
+		int ttl = 16;
+
+		sys_setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa));
+		sys_setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one));
+		sys_setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl));
+	} else {
+		sys_setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &one, sizeof(one));
+	}
 	set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, p->rcvbuf);
 	set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, p->sndbuf);
 
@@ -168,6 +182,44 @@ int sr_net_open(struct sr_nic *nic)
 			sr_warn("cannot open pcap file %s: %s", p->pcap, strerror(errno));
 	}
 	return 0;
+}
+
+int sr_net_mcast_open(struct sr_nic *nic, const struct sr_addr *group)
+{
+	struct sockaddr_storage ss;
+	struct epoll_event ev = { .events = EPOLLIN };
+	socklen_t l;
+	int fd, one = 1, ret;
+
+	fd = sys_socket(group->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	sys_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	l = sr_addr_to_sockaddr(group, &ss);
+	if (sys_bind(fd, (struct sockaddr *)&ss, l))
+		goto fail;
+	if (group->family == AF_INET) {
+		struct ip_mreq mr = { .imr_multiaddr = group->v4, .imr_interface = nic->addr.v4 };
+
+		if (sys_setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
+			goto fail;
+	} else {
+		struct ipv6_mreq mr = { .ipv6mr_multiaddr = group->v6,
+					.ipv6mr_interface = nic->dev->netdev[0] ?
+						if_nametoindex(nic->dev->netdev) : 0 };
+
+		if (sys_setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &mr, sizeof(mr)))
+			goto fail;
+	}
+	set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, sr_params()->rcvbuf);
+	ev.data.fd = fd;
+	if (epoll_ctl(nic->epfd, EPOLL_CTL_ADD, fd, &ev))
+		goto fail;
+	return fd;
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
 }
 
 void sr_net_close(struct sr_nic *nic)
@@ -377,7 +429,8 @@ static const enum sr_stat parse_drop[SR_PE_COUNT] = {
 	[SR_PE_BAD_ICRC] = SR_STAT_drop_icrc,
 };
 
-static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src)
+static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src,
+		   int fd, const struct sr_addr *group)
 {
 	enum sr_parse_err pe;
 	struct sr_ipudp t;
@@ -385,7 +438,7 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 
 	sr_stat_inc(&nic->stats, SR_STAT_rx_packets);
 	sr_stat_add(&nic->stats, SR_STAT_rx_bytes, len);
-	tuple(&t, src, &nic->addr);
+	tuple(&t, src, group ? group : &nic->addr);
 	pe = sr_pkt_parse(&pkt, buf, len);
 	/* A UDP socket never sees the IP header: assume ours (ID 0, DF); a sender that numbers
 	 * its IDs (Linux rxe) has its ID recovered from the ICRC (src/wire/icrc.h). */
@@ -406,10 +459,23 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 		sr_log_rl(SR_LOG_INFO, "dropped a packet with a bad ICRC");
 		return;
 	}
+	if (group) {
+		/* Addressed to a group: only multicast UD is valid (IBA 10.5.1). */
+		if (pkt.qpn == SR_QPN_MULTICAST)
+			sr_mcast_rcv(nic, fd, &pkt, src);
+		else
+			sr_stat_inc(&nic->stats, SR_STAT_drop_qpn);
+		return;
+	}
 	sr_rcv(nic, &pkt, src);
 }
 
 int sr_net_rx(struct sr_nic *nic)
+{
+	return sr_net_rx_fd(nic, nic->fd, NULL);
+}
+
+int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 {
 	struct sr_rxring *r = nic->rx;
 	int n;
@@ -423,7 +489,7 @@ int sr_net_rx(struct sr_nic *nic)
 		r->msg[i].msg_hdr.msg_controllen = 0;
 		r->msg[i].msg_hdr.msg_flags = 0;
 	}
-	n = sys_recvmmsg(nic->fd, r->msg, SR_RX_BATCH, MSG_DONTWAIT);
+	n = sys_recvmmsg(fd, r->msg, SR_RX_BATCH, MSG_DONTWAIT);
 	if (n <= 0)
 		return 0;
 	for (int i = 0; i < n; i++) {
@@ -434,7 +500,7 @@ int sr_net_rx(struct sr_nic *nic)
 			continue;
 		}
 		sr_addr_from_sockaddr(&src, (struct sockaddr *)&r->src[i]);
-		rx_one(nic, r->iov[i].iov_base, r->msg[i].msg_len, &src);
+		rx_one(nic, r->iov[i].iov_base, r->msg[i].msg_len, &src, fd, group);
 	}
 	return n;
 }

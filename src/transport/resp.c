@@ -586,7 +586,7 @@ static void build_grh(struct sr_qp *qp, const struct sr_addr *src, uint32_t payl
 	}
 }
 
-static void ud_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src)
+void sr_ud_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src)
 {
 	struct sr_deth *deth = sr_pkt_h(pkt, SR_H_DETH);
 	uint8_t grh[40];
@@ -641,7 +641,7 @@ void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src
 	else if (qp->type == IBV_QPT_UC)
 		uc_rcv(qp, pkt);
 	else
-		ud_rcv(qp, pkt, src);
+		sr_ud_rcv(qp, pkt, src);
 }
 
 /* Back to RESET: forget every piece of transport state (qp lock held). */

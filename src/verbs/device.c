@@ -155,6 +155,9 @@ void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a)
 	/* The responder's atomics are CPU atomics on the target memory: atomic against every
 	 * other QP and against the application's own atomic instructions. */
 	a->atomic_cap = IBV_ATOMIC_GLOB;
+	a->max_mcast_grp = SR_MAX_MCAST;
+	a->max_mcast_qp_attach = 64;
+	a->max_total_mcast_qp_attach = SR_MAX_MCAST * 64;
 	a->max_ah = 65536;
 	a->max_srq = 65536;
 	a->max_srq_wr = SR_MAX_QP_WR;

@@ -469,13 +469,13 @@ struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struc
 	return ibv_create_ah(pd, &attr);
 }
 
-/* ---- multicast (the cm: issue maps it onto IP multicast) --------------------------------------- */
+/* ---- multicast: IP multicast groups (core/mcast.c) ----------------------------------------------- */
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return EOPNOTSUPP;
+	return sr_ret(sr_mcast_attach(sr_qp(qp), gid));
 }
 
 int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return EOPNOTSUPP;
+	return sr_ret(sr_mcast_detach(sr_qp(qp), gid));
 }
