@@ -603,6 +603,7 @@ static int reject(struct rdma_cm_id *cid, const void *pdata, uint8_t len, uint16
 	m.pdata_len = len;
 	if (len)
 		memcpy(m.pdata, pdata, len);
+	cm_count("cm_rejects_sent");
 	if (id->listener)
 		id->listener->pending--;
 	id->state = CM_DISCONNECTED;

@@ -42,6 +42,14 @@ struct cm_sock {
 #define CM_PROBE_MS 1000
 #define CM_DEAD_MS 5000
 
+void sr_priv_stat_add(struct ibv_context *ctx, const char *name, uint64_t n) __attribute__((weak));
+
+void cm_count(const char *counter)
+{
+	if (sr_priv_stat_add && cm_ndevs)
+		sr_priv_stat_add(cm_devs[0].ctx, counter, 1);
+}
+
 uint64_t cm_now_ms(void)
 {
 	struct timespec ts;
@@ -301,6 +309,7 @@ static void reject_unknown(struct cm_sock *s, const struct sockaddr *from, const
 			    .status = CM_SIDR_NO_SERVICE };
 
 	reply_raw(s, from, &r);
+	cm_count("cm_rejects_sent");
 }
 
 /* ---- the state machines --------------------------------------------------------------------- */
@@ -349,6 +358,11 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 	}
 	if (!l) {
 		reject_unknown(s, from, m, CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	if (!cm_gid_matches(&m->gid, from)) {
+		/* A REQ naming someone else's GID: never connect a QP there. */
+		reject_unknown(s, from, m, CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
 	if (l->pending >= l->backlog)
@@ -411,6 +425,10 @@ static void on_rep(struct cm_id *id, const struct cm_msg *m)
 	}
 	if (id->state != CM_REQ_SENT)
 		return;
+	if (!cm_gid_matches(&m->gid, (struct sockaddr *)&id->peer_cm)) {
+		cm_count("cm_drop_unknown");	/* a REP naming another host's GID: ignored */
+		return;
+	}
 	id->remote_id = m->src_id;
 	id->peer_gid = m->gid;
 	id->peer_qpn = m->qpn;
@@ -460,8 +478,11 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 	struct cm_msg m;
 	struct cm_id *id;
 
-	if (cm_msg_decode(&m, buf, len))
-		return;	/* not ours, or malformed: dropped */
+	cm_count("cm_msgs_rcvd");
+	if (cm_msg_decode(&m, buf, len)) {
+		cm_count("cm_drop_malformed");	/* not ours, other version, malformed */
+		return;
+	}
 	if (m.type == CM_MSG_REQ || m.type == CM_MSG_SIDR_REQ) {
 		if (s->listener && !m.dst_id)
 			on_req(s, from, to, &m);
@@ -472,6 +493,7 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 	if (!id || !sa_eq((struct sockaddr *)&id->peer_cm, from) ||
 	    (id->remote_id && m.src_id && m.type != CM_MSG_REP && m.type != CM_MSG_SIDR_REP &&
 	     id->remote_id != m.src_id)) {
+		cm_count("cm_drop_unknown");
 		if (m.type == CM_MSG_PROBE) {
 			/* The peer believes in a connection we do not have: end it. */
 			struct cm_msg d = { .type = CM_MSG_DREQ, .dst_id = m.src_id, .ps = m.ps };
@@ -626,6 +648,7 @@ static uint64_t run_timers(void)
 
 			if (now >= id->next_tx) {
 				if (id->tries >= max) {
+					cm_count("cm_timeouts");
 					id->txlen = 0;
 					cm_qp_to_err(id);
 					if (id->state == CM_REQ_SENT) {
@@ -651,6 +674,7 @@ static uint64_t run_timers(void)
 		}
 		if (id->state == CM_ESTABLISHED && id->id.ps != RDMA_PS_UDP) {
 			if (now - id->last_heard > CM_DEAD_MS) {
+				cm_count("cm_timeouts");
 				disconnected(id);
 				continue;
 			}

@@ -44,6 +44,7 @@ struct cm_dev *cm_dev_for_local(const struct sockaddr *a);
 /* The device to reach `dst`, and the local source address to use, or -errno. */
 int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct sockaddr_storage *src);
 struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx);
+bool cm_gid_matches(const union ibv_gid *gid, const struct sockaddr *from);
 extern struct cm_dev *cm_devs;
 extern int cm_ndevs;
 
@@ -140,6 +141,8 @@ struct cm_global {
 extern struct cm_global cm;
 
 int cm_start(void);			/* starts the thread (cm.lock held) */
+/* Counts a CM event in softrdma's counters (softrdma stat), when running on softrdma. */
+void cm_count(const char *counter);
 void cm_kick(void);
 uint64_t cm_now_ms(void);
 void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,

@@ -194,3 +194,18 @@ int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct socka
 	((struct sockaddr_in *)src)->sin_port = 0;
 	return 0;
 }
+
+/*
+ * Does the data-plane GID a peer announced belong to the host the CM message came from? Its
+ * IP must be the message's source address; on loopback any two loopback addresses match (a
+ * process's loopback device may sit on another 127.x.y.z than the one its CM socket uses).
+ */
+bool cm_gid_matches(const union ibv_gid *gid, const struct sockaddr *from)
+{
+	struct sockaddr_storage ip;
+
+	gid_to_ip(gid, &ip);
+	if (is_loopback((struct sockaddr *)&ip) && is_loopback(from))
+		return true;
+	return ip_eq((struct sockaddr *)&ip, from);
+}

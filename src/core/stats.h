@@ -55,7 +55,12 @@
 	X(fault_dup, "fault injection: packets duplicated")                        \
 	X(fault_reorder, "fault injection: packets delayed behind the next one")   \
 	X(fault_corrupt, "fault injection: packets corrupted")                     \
-	X(async_events, "asynchronous events raised")
+	X(async_events, "asynchronous events raised")                                \
+	X(cm_msgs_rcvd, "rdma_cm: CM messages received")                            \
+	X(cm_drop_malformed, "rdma_cm: dropped: not a CM message, other version, bad length") \
+	X(cm_drop_unknown, "rdma_cm: dropped: unknown connection, wrong peer or state (stale, replayed, forged)") \
+	X(cm_rejects_sent, "rdma_cm: requests rejected (no listener, rejected, bad request)") \
+	X(cm_timeouts, "rdma_cm: REQ/REP/DREQ given up after retries, or a silent peer")
 
 enum sr_stat {
 #define SR_STAT_ENUM(name, doc) SR_STAT_##name,
