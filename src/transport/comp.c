@@ -147,8 +147,14 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	if (pkt->psn != qp->comp.psn) {
-		/* A gap (lost or reordered response): wait for the timer to ask again. */
+		/* A gap: a response was lost (or is late). Ask again from the first missing one
+		 * right away, once per gap, rather than wait for the timer (as rxe does: an
+		 * "implied NAK"). A late response then arrives as a duplicate and is dropped. */
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+		if (sr_psn_gt(pkt->psn, qp->comp.psn) && !qp->comp.nak_rewound) {
+			qp->comp.nak_rewound = true;
+			retry_from(qp, qp->comp.psn, false, false);
+		}
 		return;
 	}
 	k = (uint32_t)sr_psn_diff(pkt->psn, w->first_psn);

@@ -147,6 +147,8 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 				return -st;
 		}
 	}
+	if (sr_psn_lt(qp->req.psn, qp->req.high_psn))
+		sr_stat_inc(&qp->nic->stats, SR_STAT_retransmits);	/* sent before */
 	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
 	sr_sgl_release(&sgl);
 	return covered;
@@ -217,13 +219,15 @@ static void catch_up(struct sr_qp *qp)
 	if ((int32_t)(qp->req.idx - sq->tail) < 0) {
 		qp->req.idx = sq->tail;
 		qp->req.offset = 0;
-		if (qp->req.idx != sq->head) {
-			w = sr_sq_at(sq, qp->req.idx);
-			if (w->state != SR_WQE_POSTED)
-				w->state = SR_WQE_SENT;	/* restart it from its first packet */
-		}
-		if (sr_psn_lt(qp->req.psn, qp->comp.psn))
+		w = qp->req.idx != sq->head ? sr_sq_at(sq, qp->req.idx) : NULL;
+		if (w && w->state != SR_WQE_POSTED) {
+			/* Restart it from its first packet, with its own first PSN; the block below
+			 * then skips what is already acknowledged. */
+			w->state = SR_WQE_SENT;
+			qp->req.psn = w->first_psn;
+		} else if (sr_psn_lt(qp->req.psn, qp->comp.psn)) {
 			qp->req.psn = qp->comp.psn;
+		}
 	}
 	if (qp->req.idx == sq->tail && qp->req.idx != sq->head && sr_psn_lt(qp->req.psn, qp->comp.psn)) {
 		w = sr_sq_at(sq, qp->req.idx);
@@ -339,10 +343,6 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 		if (sr_psn_in(psn, w->first_psn, w->last_psn)) {
 			uint32_t k = (uint32_t)sr_psn_diff(psn, w->first_psn);
 
-			int32_t resend = sr_psn_diff(qp->req.high_psn, psn);
-
-			if (resend > 0)
-				sr_stat_add(&qp->nic->stats, SR_STAT_retransmits, (uint64_t)resend);
 			qp->req.idx = i;
 			qp->req.offset = sr_op_is_rd_atomic(w->opcode) && w->opcode != IBV_WR_RDMA_READ
 						 ? 0

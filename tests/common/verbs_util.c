@@ -398,6 +398,20 @@ int vu_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struc
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+int vu_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr, const void *addr,
+		      uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_host,
+		      unsigned flags)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+
+	one_sge(&wr, &sge, wr_id, IBV_WR_RDMA_WRITE_WITH_IMM, mr, addr, len, flags);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	wr.imm_data = htobe32(imm_host);
+	return ibv_post_send(qp, &wr, &bad);
+}
+
 int vu_post_atomic(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_mr *mr,
 		   void *result, uint64_t raddr, uint32_t rkey, uint64_t compare_add,
 		   uint64_t swap, unsigned flags)

@@ -108,6 +108,10 @@ int vu_post_send(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struc
 		 const void *addr, uint32_t len, uint32_t imm_host, unsigned flags);
 int vu_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_mr *mr,
 		 const void *addr, uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags);
+/* RDMA WRITE with immediate data imm_host (sent in network order). */
+int vu_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr, const void *addr,
+		      uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_host,
+		      unsigned flags);
 int vu_post_atomic(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_mr *mr,
 		   void *result, uint64_t raddr, uint32_t rkey, uint64_t compare_add,
 		   uint64_t swap, unsigned flags);

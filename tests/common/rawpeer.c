@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* A raw RoCEv2 endpoint for tests: see rawpeer.h. */
+#include "rawpeer.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+bool rp_gid_to_sin(const union ibv_gid *gid, struct sockaddr_in *sin)
+{
+	static const uint8_t zero8[8];
+	uint16_t port;
+
+	if (memcmp(gid->raw, zero8, 8) || gid->raw[10] != 0xff || gid->raw[11] != 0xff)
+		return false;
+	port = sr_ld_be16(&gid->raw[8]);
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(port ? port : SR_ROCEV2_UDP_PORT);
+	memcpy(&sin->sin_addr, &gid->raw[12], 4);
+	return true;
+}
+
+int rp_open(struct rawpeer *rp, const union ibv_gid *dev_gid)
+{
+	socklen_t sl = sizeof(rp->me);
+	uint16_t port;
+
+	memset(rp, 0, sizeof(*rp));
+	if (!rp_gid_to_sin(dev_gid, &rp->dev))
+		return EAFNOSUPPORT;
+	rp->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (rp->fd < 0)
+		return errno;
+	rp->me.sin_family = AF_INET;
+	rp->me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	rp->me.sin_port = 0;
+	if (bind(rp->fd, (struct sockaddr *)&rp->me, sizeof(rp->me)) ||
+	    getsockname(rp->fd, (struct sockaddr *)&rp->me, &sl)) {
+		int err = errno;
+
+		close(rp->fd);
+		return err;
+	}
+	/* Our GID: the port is never 4791 (the kernel picked an ephemeral one), so it goes in. */
+	port = ntohs(rp->me.sin_port);
+	memset(&rp->gid, 0, sizeof(rp->gid));
+	sr_st_be16(&rp->gid.raw[8], port);
+	rp->gid.raw[10] = 0xff;
+	rp->gid.raw[11] = 0xff;
+	memcpy(&rp->gid.raw[12], &rp->me.sin_addr, 4);
+	return 0;
+}
+
+void rp_close(struct rawpeer *rp)
+{
+	if (rp->fd > 0)
+		close(rp->fd);
+	rp->fd = -1;
+}
+
+static void tuple(const struct rawpeer *rp, struct sr_ipudp *t, bool outgoing)
+{
+	const struct sockaddr_in *s = outgoing ? &rp->me : &rp->dev;
+	const struct sockaddr_in *d = outgoing ? &rp->dev : &rp->me;
+
+	memset(t, 0, sizeof(*t));
+	t->family = 4;
+	memcpy(t->src, &s->sin_addr, 4);
+	memcpy(t->dst, &d->sin_addr, 4);
+	t->sport = ntohs(s->sin_port);
+	t->dport = ntohs(d->sin_port);
+	t->ip_id = 0;		/* what a softrdma receiver assumes first (src/wire/icrc.h) */
+	t->df = true;
+	t->ttl = 64;
+}
+
+uint32_t rp_icrc(const struct rawpeer *rp, const void *buf, size_t len)
+{
+	struct sr_ipudp t;
+
+	tuple(rp, &t, true);
+	return sr_icrc_calc(&t, buf, len);
+}
+
+int rp_send_raw(struct rawpeer *rp, const void *buf, size_t len)
+{
+	ssize_t r = sendto(rp->fd, buf, len, 0, (const struct sockaddr *)&rp->dev, sizeof(rp->dev));
+
+	return r == (ssize_t)len ? 0 : errno ? errno : EIO;
+}
+
+int rp_send(struct rawpeer *rp, const void *hdr, size_t hlen, const void *payload,
+	    size_t paylen, uint32_t icrc_xor)
+{
+	uint8_t buf[65536];
+	unsigned pad = (unsigned)(-paylen & 3);
+	size_t len = hlen + paylen + pad + SR_ICRC_LEN;
+	struct sr_bth *bth = (struct sr_bth *)buf;
+
+	if (len > sizeof(buf) || hlen < SR_BTH_LEN)
+		return EINVAL;
+	memcpy(buf, hdr, hlen);
+	bth->flags = (uint8_t)((bth->flags & ~SR_BTH_PAD_MASK) | (pad << SR_BTH_PAD_SHIFT));
+	if (paylen)
+		memcpy(buf + hlen, payload, paylen);
+	memset(buf + hlen + paylen, 0, pad);
+	sr_st_le32(buf + len - SR_ICRC_LEN, rp_icrc(rp, buf, len) ^ icrc_xor);
+	return rp_send_raw(rp, buf, len);
+}
+
+int rp_recv(struct rawpeer *rp, void *buf, size_t cap, struct sr_pkt *pkt, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = rp->fd, .events = POLLIN };
+	struct sr_ipudp t;
+	struct sr_pkt tmp;
+	ssize_t n;
+
+	if (poll(&pfd, 1, timeout_ms) != 1)
+		return 0;
+	n = recv(rp->fd, buf, cap, 0);
+	if (n <= 0)
+		return 0;
+	if (!pkt)
+		pkt = &tmp;
+	if (sr_pkt_parse(pkt, buf, (size_t)n) != SR_PE_OK)
+		return -1;
+	tuple(rp, &t, false);
+	if (!sr_icrc_check(&t, buf, (size_t)n))
+		return -1;
+	return (int)n;
+}
+
+size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn)
+{
+	uint8_t op = SR_OPC(SR_TR_RC, SR_OP_ACK);
+	const struct sr_opcode_info *oi = &sr_opcode[op];
+
+	memset(hdr, 0, oi->length);
+	sr_bth_build(hdr, op, false, false, 0, SR_DEFAULT_PKEY, dqpn, false, psn);
+	sr_aeth_build((struct sr_aeth *)((uint8_t *)hdr + oi->offset[SR_H_AETH]), syndrome, msn);
+	return oi->length;
+}
+
+size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,
+		    uint64_t va, uint32_t rkey, uint32_t len)
+{
+	const struct sr_opcode_info *oi = &sr_opcode[opcode];
+
+	memset(hdr, 0, oi->length);
+	sr_bth_build(hdr, opcode, false, false, 0, SR_DEFAULT_PKEY, dqpn, ackreq, psn);
+	if (oi->mask & SR_M_RETH)
+		sr_reth_build((struct sr_reth *)((uint8_t *)hdr + oi->offset[SR_H_RETH]), va, rkey,
+			      len);
+	return oi->length;
+}
+
+size_t rp_hdr_send(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq)
+{
+	const struct sr_opcode_info *oi = &sr_opcode[opcode];
+
+	memset(hdr, 0, oi->length);
+	sr_bth_build(hdr, opcode, false, false, 0, SR_DEFAULT_PKEY, dqpn, ackreq, psn);
+	return oi->length;
+}

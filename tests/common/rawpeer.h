@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A raw RoCEv2 endpoint for tests: a plain UDP socket that builds and parses packets with
+ * src/wire (headers, opcode table, ICRC), so a test can play a scripted peer of a real QP or
+ * throw hostile packets at one. It knows nothing of the engine: only the wire format and the
+ * softrdma GID format (docs/gid.md: ::ffff:a.b.c.d is UDP 4791, 0:0:0:0:PPPP:ffff:a.b.c.d is
+ * UDP port PPPP).
+ */
+#ifndef SR_RAWPEER_H
+#define SR_RAWPEER_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "wire/hdr.h"
+#include "wire/icrc.h"
+#include "wire/opcode.h"
+#include "wire/pkt.h"
+
+struct rawpeer {
+	int fd;
+	struct sockaddr_in me;		/* where the raw socket is bound */
+	struct sockaddr_in dev;		/* the device it talks to */
+	union ibv_gid gid;		/* the raw socket's own GID (a QP's AV points here) */
+};
+
+/* IPv4 address and UDP port a softrdma GID names; false for a GID that is not IPv4. */
+bool rp_gid_to_sin(const union ibv_gid *gid, struct sockaddr_in *sin);
+/* Binds a UDP socket on 127.0.0.1 (any port) aimed at the device named by dev_gid. 0 or errno. */
+int rp_open(struct rawpeer *rp, const union ibv_gid *dev_gid);
+void rp_close(struct rawpeer *rp);
+
+/*
+ * Sends hdr (BTH and extension headers, hlen bytes) + payload + pad + ICRC to the device. The
+ * BTH pad count is set from paylen. icrc_xor is XORed into the correct ICRC (0: valid).
+ * Returns 0 or errno.
+ */
+int rp_send(struct rawpeer *rp, const void *hdr, size_t hlen, const void *payload,
+	    size_t paylen, uint32_t icrc_xor);
+/* Sends len raw bytes as the UDP payload, nothing added. */
+int rp_send_raw(struct rawpeer *rp, const void *buf, size_t len);
+/* The valid ICRC for a whole packet buf[0..len) (its last 4 bytes ignored) from us. */
+uint32_t rp_icrc(const struct rawpeer *rp, const void *buf, size_t len);
+
+/* Receives one packet within timeout_ms into buf; parses it into *pkt (pkt may be NULL).
+ * Returns its length, 0 on timeout, -1 on a parse failure or a bad ICRC. */
+int rp_recv(struct rawpeer *rp, void *buf, size_t cap, struct sr_pkt *pkt, int timeout_ms);
+
+/* Header builders: return the header length written into hdr (SR_MAX... 64 bytes suffice). */
+size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn);
+size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,
+		    uint64_t va, uint32_t rkey, uint32_t len);
+size_t rp_hdr_send(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq);
+
+#endif /* SR_RAWPEER_H */

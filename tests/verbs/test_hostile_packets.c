@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile input from the network, sent from a raw UDP socket of this test (tests/common/
+ * rawpeer.c builds packets with src/wire, valid ICRC included) at the device and at live QPs:
+ * garbage, truncated headers, invalid opcodes, a bad transport version, a bad pad count, a bad
+ * ICRC, an unknown QPN, a wrong P_Key, a transport that does not match the QP, a QP not ready,
+ * a stranger's source address, valid WRITEs with a wrong rkey / out of bounds / without rights,
+ * PSNs far outside the window, and a burst of random mutations. Every one is dropped (or NAKed,
+ * where IBA says so), counted under its reason, and never touches memory; afterwards the stack
+ * still carries a normal transfer.
+ */
+#include "sr_test.h"
+#include "verbs_util.h"
+#include "rawpeer.h"
+
+#include <errno.h>
+
+#define GUARD 0xee
+#define TSIZE (1u << 20)
+#define FAKE_QPN 0x00beef
+#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
+
+static struct vu_dev dev;
+static struct vu_buf tgt, lb;
+static struct vu_pair pair;		/* a normal connection, to prove the stack still works */
+static struct rawpeer rp;
+static struct ibv_cq *vcq;		/* the victims' CQ */
+
+/* Lets the engine process what arrived (an application polling a CQ drains the socket). */
+static void pump(int ms)
+{
+	struct ibv_wc wc;
+	uint64_t end = vu_now_ms() + (uint64_t)ms;
+
+	do {
+		ibv_poll_cq(pair.rcq[0], 1, &wc);
+	} while (vu_now_ms() < end);
+}
+
+/* Waits up to ms for counter `name` to be at least base + want; returns the delta. */
+static int64_t stat_delta(const char *name, int64_t base, int64_t want, int ms)
+{
+	uint64_t end = vu_now_ms() + (uint64_t)ms;
+	int64_t d;
+
+	for (;;) {
+		d = vu_stat(name) - base;
+		if (d >= want || vu_now_ms() >= end)
+			return d;
+		pump(1);
+	}
+}
+
+#define EXPECT_DROP(name, base, n) expect_drop(name, base, n, __LINE__)
+static void expect_drop(const char *name, int64_t base, int64_t n, int line)
+{
+	int64_t d = stat_delta(name, base, n, 2000);
+
+	if (d != n)
+		SR_FAIL("line %d: counter %s went up by %lld, expected %lld", line, name, (long long)d,
+			(long long)n);
+}
+
+#define CHECK_TARGET() check_target(__LINE__)
+static void check_target(int line)
+{
+	long at = vu_check_byte(tgt.p, tgt.len, GUARD);
+
+	if (at >= 0)
+		SR_FAIL("line %d: target byte %ld changed to 0x%02x", line, at, tgt.p[at]);
+}
+
+/* An RC QP whose peer is our raw socket: it takes requests from us (PSN rq_psn first). */
+static struct ibv_qp *victim(unsigned access, uint32_t rq_psn)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct ibv_qp *qp;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.access = access;
+	c.rq_psn = rq_psn;
+	c.sq_psn = 0;
+	qp = vu_qp_create(&dev, vcq, vcq, &q);
+	REQUIRE(qp);
+	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	return qp;
+}
+
+/* A whole RC WRITE_ONLY to qpn with a valid ICRC; returns what rp_send returned. */
+static int send_write(struct rawpeer *r, uint32_t qpn, uint32_t psn, uint64_t va, uint32_t rkey,
+		      const void *data, uint32_t len, uint32_t icrc_xor)
+{
+	uint8_t hdr[64];
+	size_t hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), qpn, psn, true, va, rkey, len);
+
+	return rp_send(r, hdr, hlen, data, len, icrc_xor);
+}
+
+/* The next packet from the stack to our raw socket is an ACK/NAK with this syndrome and PSN. */
+#define EXPECT_AETH(syn, psn) expect_aeth(syn, psn, __LINE__)
+static void expect_aeth(uint8_t syn, uint32_t psn, int line)
+{
+	uint8_t buf[256];
+	struct sr_pkt pkt;
+	int n;
+	uint64_t end = vu_now_ms() + 2000;
+
+	do {
+		pump(1);
+		n = rp_recv(&rp, buf, sizeof(buf), &pkt, 0);
+	} while (n == 0 && vu_now_ms() < end);
+	if (n <= 0) {
+		SR_FAIL("line %d: no ACK/NAK (wanted syndrome 0x%02x PSN %u)", line, syn, psn);
+		return;
+	}
+	if (pkt.opcode != OPC(ACK) ||
+	    sr_aeth_syndrome(sr_pkt_h(&pkt, SR_H_AETH)) != syn || pkt.psn != psn)
+		SR_FAIL("line %d: got %s syndrome 0x%02x PSN %u, wanted ACK syndrome 0x%02x PSN %u",
+			line, sr_opcode_name(pkt.opcode),
+			(pkt.mask & SR_M_AETH) ? sr_aeth_syndrome(sr_pkt_h(&pkt, SR_H_AETH)) : 0,
+			pkt.psn, syn, psn);
+}
+
+static void expect_no_reply(int ms)
+{
+	uint8_t buf[256];
+	struct sr_pkt pkt;
+
+	pump(ms);
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, 0) > 0)
+		SR_FAIL("unexpected reply %s PSN %u", sr_opcode_name(pkt.opcode), pkt.psn);
+}
+
+/* ---- malformed: dropped by the parser ------------------------------------------------------ */
+static void test_malformed(struct ibv_qp *v)
+{
+	uint8_t pkt[512], hdr[64], data[64];
+	int64_t b;
+	size_t hlen;
+
+	printf("malformed packets\n");
+	memset(data, 0x5a, sizeof(data));
+
+	/* Garbage shorter than BTH + ICRC, including an empty datagram. */
+	b = vu_stat("drop_short");
+	for (size_t n = 0; n < 16; n++) {
+		memset(pkt, 0xa5, n);
+		REQUIRE(rp_send_raw(&rp, pkt, n) == 0);
+	}
+	/* A WRITE_ONLY cut inside its RETH (headers need 28 bytes + ICRC). */
+	hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), v->qp_num, 0, true, (uintptr_t)tgt.p,
+			    tgt.mr->rkey, 8);
+	memcpy(pkt, hdr, hlen);
+	for (size_t n = 16; n < hlen + SR_ICRC_LEN; n += 4) {
+		sr_st_le32(pkt + n - 4, rp_icrc(&rp, pkt, n));
+		REQUIRE(rp_send_raw(&rp, pkt, n) == 0);
+	}
+	EXPECT_DROP("drop_short", b, 16 + (int64_t)((hlen + SR_ICRC_LEN - 16 + 3) / 4));
+
+	/* Opcodes no RoCEv2 packet may carry: reserved, RD, and the CNP (counted, dropped). */
+	static const uint8_t bad_ops[] = { 0x15, 0x18, 0x1f, 0x40, 0x45, 0x7f, 0xc0, 0xe0, 0xff };
+	b = vu_stat("drop_opcode");
+	for (size_t i = 0; i < sizeof(bad_ops); i++) {
+		memset(pkt, 0, 64);
+		sr_bth_build((struct sr_bth *)pkt, bad_ops[i], false, false, 0, SR_DEFAULT_PKEY,
+			     v->qp_num, true, 0);
+		REQUIRE(rp_send(&rp, pkt, SR_BTH_LEN, data, 16, 0) == 0);
+	}
+	memset(pkt, 0, 64);
+	sr_bth_build((struct sr_bth *)pkt, SR_OPCODE_CNP, false, false, 0, SR_DEFAULT_PKEY,
+		     v->qp_num, false, 0);
+	REQUIRE(rp_send(&rp, pkt, SR_BTH_LEN + 16, NULL, 0, 0) == 0);
+	EXPECT_DROP("drop_opcode", b, (int64_t)sizeof(bad_ops) + 1);
+
+	/* Transport version 1..15. */
+	b = vu_stat("drop_tver");
+	for (unsigned t = 1; t < 16; t++) {
+		hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), v->qp_num, 0, true, (uintptr_t)tgt.p,
+				    tgt.mr->rkey, 8);
+		hdr[1] |= (uint8_t)t;
+		REQUIRE(rp_send(&rp, hdr, hlen, data, 8, 0) == 0);
+	}
+	EXPECT_DROP("drop_tver", b, 15);
+
+	/* Pad count larger than the payload; pad on an opcode without payload. */
+	b = vu_stat("drop_pad");
+	{
+		size_t len;
+
+		hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), v->qp_num, 0, true, (uintptr_t)tgt.p,
+				    tgt.mr->rkey, 0);
+		/* Pad 3 with nothing between the headers and the ICRC (built by hand: rp_send
+		 * derives the pad from the payload). */
+		memcpy(pkt, hdr, hlen);
+		pkt[1] = (uint8_t)(3 << SR_BTH_PAD_SHIFT);
+		len = hlen + SR_ICRC_LEN;
+		sr_st_le32(pkt + len - 4, rp_icrc(&rp, pkt, len));
+		REQUIRE(rp_send_raw(&rp, pkt, len) == 0);
+		/* An ACK (no payload) with 4 stray bytes and pad 0. */
+		hlen = rp_hdr_ack(hdr, v->qp_num, 0, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+		memcpy(pkt, hdr, hlen);
+		memset(pkt + hlen, 0, 4);
+		len = hlen + 4 + SR_ICRC_LEN;
+		sr_st_le32(pkt + len - 4, rp_icrc(&rp, pkt, len));
+		REQUIRE(rp_send_raw(&rp, pkt, len) == 0);
+	}
+	EXPECT_DROP("drop_pad", b, 2);
+
+	/* A bad ICRC: one flipped bit, anywhere in the check value. */
+	b = vu_stat("drop_icrc");
+	for (int bit = 0; bit < 32; bit += 5)
+		REQUIRE(send_write(&rp, v->qp_num, 0, (uintptr_t)tgt.p, tgt.mr->rkey, data, 32,
+				   1u << bit) == 0);
+	EXPECT_DROP("drop_icrc", b, 7);
+	expect_no_reply(20);
+	CHECK_TARGET();
+	CHECK_EQ(vu_qp_state(v), IBV_QPS_RTS);
+}
+
+/* ---- well-formed, but not for this stack or this QP ------------------------------------------ */
+static void test_misdirected(struct ibv_qp *v)
+{
+	uint8_t data[64], hdr[64];
+	int64_t b;
+	size_t hlen;
+	struct rawpeer stranger;
+
+	printf("misdirected packets\n");
+	memset(data, 0x5a, sizeof(data));
+
+	/* No such QP (never handed out: QPN 0xffffff is multicast, 1 is the GSI QP). */
+	b = vu_stat("drop_qpn");
+	REQUIRE(send_write(&rp, 0x00dead, 0, (uintptr_t)tgt.p, tgt.mr->rkey, data, 8, 0) == 0);
+	REQUIRE(send_write(&rp, v->qp_num ^ 0x800000, 0, (uintptr_t)tgt.p, tgt.mr->rkey, data, 8,
+			   0) == 0);
+	REQUIRE(send_write(&rp, 1, 0, (uintptr_t)tgt.p, tgt.mr->rkey, data, 8, 0) == 0);
+	EXPECT_DROP("drop_qpn", b, 3);
+
+	/* A P_Key that is not the port's (0x7fff matches: only the low 15 bits count). */
+	b = vu_stat("drop_pkey");
+	hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), v->qp_num, 0, true, (uintptr_t)tgt.p,
+			    tgt.mr->rkey, 8);
+	sr_st_be16(hdr + 2, 0x1234);
+	REQUIRE(rp_send(&rp, hdr, hlen, data, 8, 0) == 0);
+	EXPECT_DROP("drop_pkey", b, 1);
+
+	/* A UC and a UD opcode at an RC QP. */
+	b = vu_stat("drop_qp_type");
+	hlen = rp_hdr_write(hdr, SR_OPC(SR_TR_UC, SR_OP_WRITE_ONLY), v->qp_num, 0, false,
+			    (uintptr_t)tgt.p, tgt.mr->rkey, 8);
+	REQUIRE(rp_send(&rp, hdr, hlen, data, 8, 0) == 0);
+	{
+		uint8_t op = SR_OPC(SR_TR_UD, SR_OP_SEND_ONLY);
+		const struct sr_opcode_info *oi = &sr_opcode[op];
+
+		memset(hdr, 0, sizeof(hdr));
+		sr_bth_build((struct sr_bth *)hdr, op, false, false, 0, SR_DEFAULT_PKEY, v->qp_num,
+			     false, 0);
+		sr_deth_build((struct sr_deth *)(hdr + oi->offset[SR_H_DETH]), 0x11111111, 5);
+		REQUIRE(rp_send(&rp, hdr, oi->length, data, 8, 0) == 0);
+	}
+	EXPECT_DROP("drop_qp_type", b, 2);
+
+	/* From an address that is not the QP's peer. */
+	REQUIRE(rp_open(&stranger, &dev.gid) == 0);
+	b = vu_stat("drop_src");
+	REQUIRE(send_write(&stranger, v->qp_num, 0, (uintptr_t)tgt.p, tgt.mr->rkey, data, 8, 0) == 0);
+	EXPECT_DROP("drop_src", b, 1);
+	rp_close(&stranger);
+
+	/* At a QP that is not ready (INIT). */
+	{
+		struct vu_qp_cfg q;
+		struct vu_conn_cfg c;
+		struct ibv_qp *init;
+
+		vu_qp_cfg_default(&q, IBV_QPT_RC);
+		vu_conn_cfg_default(&c);
+		init = vu_qp_create(&dev, vcq, vcq, &q);
+		REQUIRE(init);
+		REQUIRE(vu_qp_to_init(init, &c) == 0);
+		b = vu_stat("drop_qp_state");
+		REQUIRE(send_write(&rp, init->qp_num, 0, (uintptr_t)tgt.p, tgt.mr->rkey, data, 8,
+				   0) == 0);
+		EXPECT_DROP("drop_qp_state", b, 1);
+		CHECK_EQ(ibv_destroy_qp(init), 0);
+	}
+	expect_no_reply(20);
+	CHECK_TARGET();
+	CHECK_EQ(vu_qp_state(v), IBV_QPS_RTS);
+}
+
+/* ---- well-formed requests the QP must refuse --------------------------------------------- */
+static void refused(const char *what, unsigned access, uint64_t va, uint32_t rkey,
+		    uint8_t want_syn)
+{
+	uint8_t data[256];
+	int64_t b = vu_stat(want_syn == (SR_AETH_NAK | SR_NAK_REM_ACCESS_ERR) ? "access_naks_sent"
+										: "inv_req_naks_sent");
+	struct ibv_qp *v = victim(access, 100);
+
+	printf("refused WRITE: %s\n", what);
+	memset(data, 0x5a, sizeof(data));
+	REQUIRE(send_write(&rp, v->qp_num, 100, va, rkey, data, sizeof(data), 0) == 0);
+	EXPECT_AETH(want_syn, 100);
+	CHECK_EQ(stat_delta(want_syn == (SR_AETH_NAK | SR_NAK_REM_ACCESS_ERR) ? "access_naks_sent"
+									     : "inv_req_naks_sent",
+			    b, 1, 1000), 1);
+	/* The QP is in ERR now (IBA 9.9.3.1.x): what follows is dropped, even a valid request. */
+	CHECK_EQ(vu_qp_state(v), IBV_QPS_ERR);
+	b = vu_stat("drop_qp_state");
+	REQUIRE(send_write(&rp, v->qp_num, 101, (uintptr_t)tgt.p, tgt.mr->rkey, data, 16, 0) == 0);
+	EXPECT_DROP("drop_qp_state", b, 1);
+	expect_no_reply(10);
+	CHECK_TARGET();
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+}
+
+static void test_refused(void)
+{
+	const unsigned all = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			     IBV_ACCESS_REMOTE_ATOMIC;
+	const uint8_t acc = SR_AETH_NAK | SR_NAK_REM_ACCESS_ERR;
+
+	refused("wrong rkey", all, (uintptr_t)tgt.p, tgt.mr->rkey ^ 0x77, acc);
+	refused("rkey 0", all, (uintptr_t)tgt.p, 0, acc);
+	refused("VA past the end", all, (uintptr_t)tgt.p + TSIZE - 100, tgt.mr->rkey, acc);
+	refused("VA before the start", all, (uintptr_t)tgt.p - 4096, tgt.mr->rkey, acc);
+	refused("VA + length wrapping 2^64", all, UINT64_MAX - 100, tgt.mr->rkey, acc);
+	/* The QP does not grant remote write: an invalid request (IBA 9.7.5.1.x / C9-36). */
+	refused("QP without REMOTE_WRITE", IBV_ACCESS_REMOTE_READ, (uintptr_t)tgt.p, tgt.mr->rkey,
+		SR_AETH_NAK | SR_NAK_INVALID_REQ);
+	/* Another PD's key. */
+	{
+		struct ibv_pd *pd2 = ibv_alloc_pd(dev.ctx);
+		struct ibv_mr *mr2;
+
+		REQUIRE(pd2);
+		mr2 = ibv_reg_mr(pd2, tgt.p, TSIZE, (int)VU_ACCESS_ALL);
+		REQUIRE(mr2);
+		refused("rkey of another PD", all, (uintptr_t)tgt.p, mr2->rkey, acc);
+		CHECK_EQ(ibv_dereg_mr(mr2), 0);
+		CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+	}
+}
+
+/* ---- PSNs far out of the window ----------------------------------------------------------- */
+static void test_psn_window(void)
+{
+	const uint32_t E = 0x700000;	/* the victim's expected PSN */
+	uint8_t data[128];
+	int64_t b_psn, b_dup, b_seq;
+	struct ibv_qp *v = victim(IBV_ACCESS_REMOTE_WRITE, E);
+
+	printf("PSNs outside the window\n");
+	memset(data, 0x5a, sizeof(data));
+	/* Far ahead (but in the "later" half of the PSN space): one sequence NAK, then silence. */
+	b_psn = vu_stat("drop_psn");
+	b_seq = vu_stat("seq_naks_sent");
+	REQUIRE(send_write(&rp, v->qp_num, (E + 0x400000) & 0xffffff, (uintptr_t)tgt.p,
+			   tgt.mr->rkey, data, 64, 0) == 0);
+	EXPECT_AETH(SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, E);
+	REQUIRE(send_write(&rp, v->qp_num, (E + 0x7fffff) & 0xffffff, (uintptr_t)tgt.p,
+			   tgt.mr->rkey, data, 64, 0) == 0);
+	REQUIRE(send_write(&rp, v->qp_num, (E + 1) & 0xffffff, (uintptr_t)tgt.p, tgt.mr->rkey,
+			   data, 64, 0) == 0);
+	EXPECT_DROP("drop_psn", b_psn, 3);
+	CHECK_EQ(vu_stat("seq_naks_sent") - b_seq, 1);
+	expect_no_reply(10);
+	/* Far behind: a duplicate of something long gone -- nothing executes, it is re-ACKed. */
+	b_dup = vu_stat("dup_requests");
+	REQUIRE(send_write(&rp, v->qp_num, (E - 0x400000) & 0xffffff, (uintptr_t)tgt.p,
+			   tgt.mr->rkey, data, 64, 0) == 0);
+	REQUIRE(send_write(&rp, v->qp_num, (E - 1) & 0xffffff, (uintptr_t)tgt.p, tgt.mr->rkey,
+			   data, 64, 0) == 0);
+	EXPECT_DROP("dup_requests", b_dup, 2);
+	{
+		/* Each asked for an ACK: the answer names the last PSN executed, E - 1. */
+		EXPECT_AETH(SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, (E - 1) & 0xffffff);
+		EXPECT_AETH(SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, (E - 1) & 0xffffff);
+	}
+	CHECK_TARGET();
+	CHECK_EQ(vu_qp_state(v), IBV_QPS_RTS);
+
+	/* The expected PSN is still welcome: this one lands, and is acknowledged. */
+	vu_fill(data, sizeof(data), 9);
+	REQUIRE(send_write(&rp, v->qp_num, E, (uintptr_t)tgt.p + 4096, tgt.mr->rkey, data,
+			   sizeof(data), 0) == 0);
+	EXPECT_AETH(SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, E);
+	CHECK_EQ(vu_check(tgt.p + 4096, sizeof(data), 9), -1);
+	memset(tgt.p + 4096, GUARD, sizeof(data));
+	CHECK_TARGET();
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+}
+
+/* ---- random mutations ---------------------------------------------------------------------- */
+static void test_fuzz(void)
+{
+	/* The fuzzed QPs grant no remote rights: nothing they accept may touch memory. A QP that
+	 * a mutation drove to ERR is replaced every 50 packets. */
+	struct ibv_qp *v = NULL;
+	uint8_t base[128], pkt[256], hdr[64];
+	uint64_t rng = 0x5eed;
+	size_t hlen = 0;
+	const int n = 5000;
+	int64_t rx0 = vu_stat("rx_packets");
+
+	printf("%d random mutations\n", n);
+	for (int i = 0; i < n; i++) {
+		size_t len;
+		int flips = 1 + (int)(vu_rand(&rng) % 4);
+
+		if (i % 50 == 0) {
+			if (v)
+				CHECK_EQ(ibv_destroy_qp(v), 0);
+			v = victim(0, 0);
+			hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), v->qp_num, 0, true,
+					    (uintptr_t)tgt.p, tgt.mr->rkey, 64);
+			memcpy(base, hdr, hlen);
+			memset(base + hlen, 0x5a, 64);
+		}
+		len = hlen + 64 + SR_ICRC_LEN;
+		memcpy(pkt, base, hlen + 64);
+		for (int f = 0; f < flips; f++)
+			pkt[vu_rand(&rng) % (hlen + 64)] ^= (uint8_t)(1 + vu_rand(&rng) % 255);
+		if (vu_rand(&rng) % 4 == 0)
+			len = vu_rand(&rng) % (hlen + 64 + SR_ICRC_LEN + 1);
+		/* Mostly keep the BTH's QPN: the mutations must reach a QP to be interesting. */
+		if (vu_rand(&rng) % 8 && len >= 8)
+			sr_st_be32(pkt + 4, (uint32_t)pkt[4] << 24 | v->qp_num);
+		if (len >= SR_ICRC_LEN && vu_rand(&rng) % 8)
+			sr_st_le32(pkt + len - 4, rp_icrc(&rp, pkt, len));
+		REQUIRE(rp_send_raw(&rp, pkt, len) == 0);
+		if (i % 64 == 63)
+			pump(1);	/* do not overrun the socket buffer */
+	}
+	CHECK(stat_delta("rx_packets", rx0, n, 5000) >= n);
+	pump(20);
+	CHECK_TARGET();
+	{
+		/* Drain what the victims said back (NAKs, ACKs): nothing to check, only that the
+		 * stack did not fall over. */
+		uint8_t buf[256];
+
+		while (rp_recv(&rp, buf, sizeof(buf), NULL, 0) != 0)
+			;
+	}
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+}
+
+/* ---- the stack still works ----------------------------------------------------------------- */
+static void test_still_works(void)
+{
+	struct ibv_wc wc;
+
+	printf("normal transfer afterwards\n");
+	vu_fill(lb.p, 100000, 3);
+	memset(tgt.p, 0, 200000);
+	CHECK_EQ(vu_post_recv(pair.qp[1], 1, tgt.mr, tgt.p + 100000, 100000), 0);
+	CHECK_EQ(vu_post_rdma(pair.qp[0], 2, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 100000,
+			      (uintptr_t)tgt.p, tgt.mr->rkey, 0), 0);
+	CHECK_EQ(vu_post_send(pair.qp[0], 3, IBV_WR_SEND, lb.mr, lb.p, 100000, 0, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		CHECK(vu_wait(pair.scq[0], &wc, 5000));
+		CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	}
+	CHECK(vu_wait(pair.rcq[1], &wc, 5000));
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 100000);
+	CHECK_EQ(vu_check(tgt.p, 100000, 3), -1);
+	CHECK_EQ(vu_check(tgt.p + 100000, 100000, 3), -1);
+	memset(lb.p, 0, 100000);
+	CHECK_EQ(vu_post_rdma(pair.qp[0], 4, IBV_WR_RDMA_READ, lb.mr, lb.p, 100000,
+			      (uintptr_t)tgt.p, tgt.mr->rkey, 0), 0);
+	CHECK(vu_wait(pair.scq[0], &wc, 5000));
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(vu_check(lb.p, 100000, 3), -1);
+	CHECK_EQ(vu_qp_state(pair.qp[0]), IBV_QPS_RTS);
+	CHECK_EQ(vu_qp_state(pair.qp[1]), IBV_QPS_RTS);
+}
+
+int main(void)
+{
+	struct ibv_qp *v;
+
+	sr_test_timeout(120);
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_stat("rx_packets") >= 0);	/* the counter file is readable */
+	REQUIRE(vu_buf_alloc(&dev, &tgt, TSIZE, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &lb, TSIZE, VU_ACCESS_ALL) == 0);
+	memset(tgt.p, GUARD, TSIZE);
+	REQUIRE(vu_pair_create(&dev, NULL, NULL, &pair) == 0);
+	REQUIRE(rp_open(&rp, &dev.gid) == 0);
+	vcq = ibv_create_cq(dev.ctx, 256, NULL, NULL, 0);
+	REQUIRE(vcq);
+
+	v = victim(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 0);
+	test_malformed(v);
+	test_misdirected(v);
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+	test_refused();
+	test_psn_window();
+	test_fuzz();
+	test_still_works();
+
+	printf("drops: short %lld opcode %lld tver %lld pad %lld icrc %lld qpn %lld pkey %lld "
+	       "qp_type %lld qp_state %lld src %lld psn %lld; NAKs: access %lld inv_req %lld "
+	       "seq %lld\n", (long long)vu_stat("drop_short"), (long long)vu_stat("drop_opcode"),
+	       (long long)vu_stat("drop_tver"), (long long)vu_stat("drop_pad"),
+	       (long long)vu_stat("drop_icrc"), (long long)vu_stat("drop_qpn"),
+	       (long long)vu_stat("drop_pkey"), (long long)vu_stat("drop_qp_type"),
+	       (long long)vu_stat("drop_qp_state"), (long long)vu_stat("drop_src"),
+	       (long long)vu_stat("drop_psn"), (long long)vu_stat("access_naks_sent"),
+	       (long long)vu_stat("inv_req_naks_sent"), (long long)vu_stat("seq_naks_sent"));
+
+	CHECK_EQ(ibv_destroy_cq(vcq), 0);
+	rp_close(&rp);
+	vu_pair_destroy(&pair);
+	vu_buf_free(&tgt);
+	vu_buf_free(&lb);
+	vu_close(&dev);
+	return sr_test_done("test_hostile_packets");
+}

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RC requester's go-back-N, driven packet by packet by a scripted peer: the QP's path points
+ * at a raw UDP socket of this test (tests/common/rawpeer.c), which reads every request packet
+ * the QP sends and answers with hand-made ACKs and NAKs. Each resent packet must carry the PSN,
+ * opcode and payload of the original: a retransmission is the same packet again (IBA 9.7.5.1.x).
+ *
+ * SOFTRDMA_MAX_INFLIGHT=8 keeps the send window small and predictable: 8 packets at first, 4
+ * after a loss.
+ */
+#include "sr_test.h"
+#include "verbs_util.h"
+#include "rawpeer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define MTU 1024
+#define FAKE_QPN 0x00abcd
+#define RVA 0x100000000ull
+#define RKEY 0x1234
+
+static struct vu_dev dev;
+static struct vu_buf lb;
+static struct rawpeer rp;
+
+struct got {
+	uint8_t opcode;
+	uint32_t psn;
+	uint32_t paylen;
+	uint8_t payload[MTU];
+	uint64_t va;
+};
+
+/* The next request packet the QP sends (within ms); false when none comes. */
+static bool next_pkt(struct got *g, int ms)
+{
+	uint8_t buf[4096];
+	struct sr_pkt pkt;
+	int n = rp_recv(&rp, buf, sizeof(buf), &pkt, ms);
+
+	if (n <= 0)
+		return false;
+	g->opcode = pkt.opcode;
+	g->psn = pkt.psn;
+	g->paylen = pkt.paylen;
+	memcpy(g->payload, sr_pkt_payload(&pkt), pkt.paylen < MTU ? pkt.paylen : MTU);
+	g->va = (pkt.mask & SR_M_RETH) ? sr_reth_va(sr_pkt_h(&pkt, SR_H_RETH)) : 0;
+	return true;
+}
+
+/* The next packet is (opcode, psn) and carries bytes [off, off + len) of the message at msg. */
+#define EXPECT_PKT(op, psn, msg, off, len) expect_pkt(op, psn, msg, off, len, __LINE__)
+static bool expect_pkt(uint8_t op, uint32_t psn, const uint8_t *msg, uint32_t off, uint32_t len,
+		       int line)
+{
+	struct got g;
+
+	if (!next_pkt(&g, 2000)) {
+		SR_FAIL("line %d: no packet (wanted %s PSN %u)", line, sr_opcode_name(op), psn);
+		return false;
+	}
+	if (g.opcode != op || g.psn != psn) {
+		SR_FAIL("line %d: got %s PSN %u, wanted %s PSN %u", line, sr_opcode_name(g.opcode),
+			g.psn, sr_opcode_name(op), psn);
+		return false;
+	}
+	if (g.paylen != len || memcmp(g.payload, msg + off, len)) {
+		SR_FAIL("line %d: %s PSN %u carries %u bytes, not bytes %u..%u of its message", line,
+			sr_opcode_name(op), psn, g.paylen, off, off + len);
+		return false;
+	}
+	return true;
+}
+
+#define EXPECT_QUIET(ms) expect_quiet(ms, __LINE__)
+static void expect_quiet(int ms, int line)
+{
+	struct got g;
+
+	if (next_pkt(&g, ms))
+		SR_FAIL("line %d: unexpected %s PSN %u", line, sr_opcode_name(g.opcode), g.psn);
+}
+
+static struct ibv_qp *qp;
+static struct ibv_cq *cq;
+
+static void ack(uint32_t psn, uint8_t syndrome)
+{
+	uint8_t hdr[64];
+	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, syndrome, 0);
+
+	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+}
+
+static struct ibv_qp *make_qp(uint32_t sq_psn, uint8_t timeout)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct ibv_qp *p;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.sq_psn = sq_psn;
+	c.rq_psn = 0;
+	c.timeout = timeout;
+	p = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(p);
+	REQUIRE(vu_qp_connect(p, &c, &rp.gid, FAKE_QPN) == 0);
+	return p;
+}
+
+static void drain_raw(void)
+{
+	struct got g;
+
+	while (next_pkt(&g, 20))
+		;
+}
+
+#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
+
+/*
+ * Two messages A (6 packets) and B (2 packets) all sent; then the requester goes back to A's
+ * start (a fast retransmission after a delayed ACK, or a stale NAK) and resends 4 packets (the
+ * window after a loss); then the delayed ACK arrives for B's FIRST packet. What is missing is
+ * B's LAST packet alone, with its own PSN.
+ */
+static void ack_covers_next_wqe(bool send, bool by_nak)
+{
+	const uint32_t P = 1000;
+	const uint8_t first = send ? OPC(SEND_FIRST) : OPC(WRITE_FIRST);
+	const uint8_t middle = send ? OPC(SEND_MIDDLE) : OPC(WRITE_MIDDLE);
+	const uint8_t last = send ? OPC(SEND_LAST) : OPC(WRITE_LAST);
+	const uint8_t *a = lb.p, *b = lb.p + 6 * MTU;
+	struct ibv_wc wc;
+	bool ok = true;
+
+	printf("%s A (6 packets), B (2 packets); back to A by %s; ACK for B's first packet\n",
+	       send ? "SEND" : "WRITE", by_nak ? "a stale NAK" : "a fast retransmission");
+	qp = make_qp(P, by_nak ? 0 : 14);	/* 0: no timer at all (only the NAK rewinds) */
+	vu_fill(lb.p, 8 * MTU, 1);
+	if (send) {
+		CHECK_EQ(vu_post_send(qp, 1, IBV_WR_SEND, lb.mr, a, 6 * MTU, 0, 0), 0);
+		CHECK_EQ(vu_post_send(qp, 2, IBV_WR_SEND, lb.mr, b, 2 * MTU, 0, 0), 0);
+	} else {
+		CHECK_EQ(vu_post_rdma(qp, 1, IBV_WR_RDMA_WRITE, lb.mr, a, 6 * MTU, RVA, RKEY, 0), 0);
+		CHECK_EQ(vu_post_rdma(qp, 2, IBV_WR_RDMA_WRITE, lb.mr, b, 2 * MTU, RVA + 8192, RKEY,
+				      0), 0);
+	}
+	/* The first flight: all 8 packets (window 8). */
+	ok = ok && EXPECT_PKT(first, P, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 5; i++)
+		ok = EXPECT_PKT(middle, P + i, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(last, P + 5, a, 5 * MTU, MTU);
+	ok = ok && EXPECT_PKT(first, P + 6, b, 0, MTU);
+	ok = ok && EXPECT_PKT(last, P + 7, b, MTU, MTU);
+	if (!ok)
+		goto out;
+	/* Back to A's start: the window is now 4. */
+	if (by_nak)
+		ack(P, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	ok = EXPECT_PKT(first, P, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 4; i++)
+		ok = EXPECT_PKT(middle, P + i, a, i * MTU, MTU);
+	if (!ok)
+		goto out;
+	/* The ACK of the first flight, up to B's FIRST: A is done, B's LAST is missing. */
+	ack(P + 6, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("A did not complete: %s", vu_wc_str(&wc));
+	ok = EXPECT_PKT(last, P + 7, b, MTU, MTU);
+	if (!ok)
+		goto out;
+	ack(P + 7, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("B did not complete: %s", vu_wc_str(&wc));
+	EXPECT_QUIET(30);
+out:
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
+/* A NAK (sequence error) in the middle of a message: go back to exactly that packet, as a
+ * MIDDLE/LAST with its own payload, and go on from there. */
+static void nak_mid_message(void)
+{
+	const uint32_t P = 0xfffffc;	/* and across the PSN wrap */
+	const uint8_t *a = lb.p;
+	struct ibv_wc wc;
+	bool ok;
+
+	printf("WRITE of 6 packets, NAK for its 4th (PSN wrap inside)\n");
+	qp = make_qp(P, 0);
+	vu_fill(lb.p, 6 * MTU, 2);
+	CHECK_EQ(vu_post_rdma(qp, 3, IBV_WR_RDMA_WRITE, lb.mr, a, 6 * MTU, RVA, RKEY, 0), 0);
+	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 5; i++)
+		ok = EXPECT_PKT(OPC(WRITE_MIDDLE), (P + i) & 0xffffff, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), (P + 5) & 0xffffff, a, 5 * MTU, MTU);
+	if (!ok)
+		goto out;
+	/* Packets P..P+2 arrived, P+3 did not. */
+	ack((P + 3) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	ok = EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 3) & 0xffffff, a, 3 * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 4) & 0xffffff, a, 4 * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), (P + 5) & 0xffffff, a, 5 * MTU, MTU);
+	if (!ok)
+		goto out;
+	/* A duplicate of the NAK changes nothing (the rewind is under way). */
+	ack((P + 3) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	EXPECT_QUIET(20);
+	ack((P + 5) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 3 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("WRITE did not complete: %s", vu_wc_str(&wc));
+	/* An ACK for a PSN never sent is ignored. */
+	ack((P + 100) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	EXPECT_QUIET(20);
+	CHECK_EQ(vu_qp_state(qp), IBV_QPS_RTS);
+out:
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
+/* RNR NAK: the same packet again after the RNR timer, not before. */
+static void rnr_resend(void)
+{
+	const uint32_t P = 77;
+	struct ibv_wc wc;
+	uint64_t t0;
+	bool ok;
+
+	printf("SEND, RNR NAK, resent after the timer\n");
+	qp = make_qp(P, 0);
+	vu_fill(lb.p, 100, 3);
+	CHECK_EQ(vu_post_send(qp, 4, IBV_WR_SEND, lb.mr, lb.p, 100, 0, 0), 0);
+	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
+	if (!ok)
+		goto out;
+	t0 = vu_now_ms();
+	ack(P, SR_AETH_RNR_NAK | 20);	/* 10.24 ms */
+	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
+	if (ok && vu_now_ms() - t0 < 10)
+		SR_FAIL("resent %llu ms after an RNR NAK asking for 10.24 ms",
+			(unsigned long long)(vu_now_ms() - t0));
+	ack(P, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 4 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("SEND did not complete: %s", vu_wc_str(&wc));
+out:
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
+int main(void)
+{
+	sr_test_timeout(60);
+	setenv("SOFTRDMA_MAX_INFLIGHT", "8", 1);
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &lb, 65536, VU_ACCESS_ALL) == 0);
+	REQUIRE(rp_open(&rp, &dev.gid) == 0);
+	cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
+	REQUIRE(cq);
+
+	nak_mid_message();
+	rnr_resend();
+	ack_covers_next_wqe(false, false);
+	ack_covers_next_wqe(false, true);
+	ack_covers_next_wqe(true, true);
+
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	rp_close(&rp);
+	vu_buf_free(&lb);
+	vu_close(&dev);
+	return sr_test_done("test_rc_retransmit");
+}
