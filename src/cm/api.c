@@ -7,6 +7,8 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -79,7 +81,8 @@ static struct cm_channel *chan_new(bool sync)
 
 	if (!c)
 		return NULL;
-	c->ch.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+	/* A level flag, not a count: readable exactly while the queue holds an event (cm.c). */
+	c->ch.fd = eventfd(0, EFD_CLOEXEC);
 	if (c->ch.fd < 0) {
 		free(c);
 		return NULL;
@@ -116,17 +119,16 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 	struct cm_channel *c = (struct cm_channel *)channel;
 
 	for (;;) {
-		uint64_t v;
 		struct cm_event *e;
 
-		if (read(c->ch.fd, &v, sizeof(v)) != sizeof(v))
-			return -1;	/* errno from read: EAGAIN on a non-blocking channel */
 		pthread_mutex_lock(&cm.lock);
 		e = c->head;
 		if (e) {
 			c->head = e->next;
-			if (!c->head)
+			if (!c->head) {
 				c->tail = NULL;
+				cm_chan_clear(c);
+			}
 			cm_id(e->ev.id)->events_out++;
 			if (e->ev.listen_id)
 				cm_id(e->ev.listen_id)->events_out++;
@@ -136,7 +138,15 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 			*event = &e->ev;
 			return 0;
 		}
-		/* The event was withdrawn (its id was destroyed): look again. */
+		/* Nothing queued: EAGAIN on a non-blocking channel, else wait until there is. */
+		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		struct pollfd p = { .fd = c->ch.fd, .events = POLLIN };
+
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			return -1;
 	}
 }
 
@@ -257,6 +267,7 @@ static void purge_events(struct cm_id *id)
 {
 	struct cm_channel *c = id->chan;
 	struct cm_event **p = &c->head, *last = NULL;
+	bool had = c->head != NULL;
 
 	while (*p) {
 		struct cm_event *e = *p;
@@ -270,6 +281,8 @@ static void purge_events(struct cm_id *id)
 		}
 	}
 	c->tail = last;
+	if (had && !c->head)
+		cm_chan_clear(c);
 }
 
 CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
@@ -758,22 +771,15 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel 
 		return fail(ENOMEM);
 	pthread_mutex_lock(&cm.lock);
 	from = id->chan;
+	bool had = from->head != NULL;
+
 	/* Undelivered events about the id follow it to its new channel. */
 	for (struct cm_event **p = &from->head; *p;) {
 		struct cm_event *e = *p;
 
 		if (e->ev.id == cid) {
-			uint64_t one = 1, v;
-
 			*p = e->next;
-			(void)!read(from->ch.fd, &v, sizeof(v));
-			e->next = NULL;
-			if (to->tail)
-				to->tail->next = e;
-			else
-				to->head = e;
-			to->tail = e;
-			(void)!write(to->ch.fd, &one, sizeof(one));
+			cm_chan_push(to, e);
 		} else {
 			p = &e->next;
 		}
@@ -781,6 +787,8 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel 
 	from->tail = NULL;
 	for (struct cm_event *e = from->head; e; e = e->next)
 		from->tail = e;
+	if (had && !from->head)
+		cm_chan_clear(from);
 	bool free_from = id->own_chan;
 
 	id->chan = to;

@@ -194,9 +194,15 @@ struct cm_sock *cm_listen_sock(const struct sockaddr *a, bool reuse, int *err)
 }
 
 /* ---- events ---------------------------------------------------------------------------------- */
-static void chan_push(struct cm_channel *ch, struct cm_event *e)
+/*
+ * A channel's fd is an eventfd used as a level flag: non-zero exactly while the queue holds an
+ * event, set and cleared under cm.lock on those transitions. (A count per event would go
+ * stale when rdma_destroy_id withdraws events: poll() would say readable and the read block.)
+ */
+void cm_chan_push(struct cm_channel *ch, struct cm_event *e)
 {
 	uint64_t one = 1;
+	bool was_empty = !ch->head;
 
 	e->next = NULL;
 	if (ch->tail)
@@ -204,7 +210,16 @@ static void chan_push(struct cm_channel *ch, struct cm_event *e)
 	else
 		ch->head = e;
 	ch->tail = e;
-	(void)!write(ch->ch.fd, &one, sizeof(one));
+	if (was_empty)
+		(void)!write(ch->ch.fd, &one, sizeof(one));
+}
+
+/* Only on a transition from non-empty to empty: the flag is set, so this never blocks. */
+void cm_chan_clear(struct cm_channel *ch)
+{
+	uint64_t v;
+
+	(void)!read(ch->ch.fd, &v, sizeof(v));
 }
 
 void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
@@ -250,7 +265,7 @@ void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
 			c->qp_num = m->qpn;
 		}
 	}
-	chan_push(id->chan, e);
+	cm_chan_push(id->chan, e);
 }
 
 void cm_post_ud_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
@@ -264,7 +279,7 @@ void cm_post_ud_event(struct cm_id *id, enum rdma_cm_event_type type, int status
 	e->ev.event = type;
 	e->ev.status = status;
 	e->ev.param.ud = *ud;
-	chan_push(id->chan, e);
+	cm_chan_push(id->chan, e);
 }
 
 /* ---- sending ------------------------------------------------------------------------------- */

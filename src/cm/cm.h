@@ -61,6 +61,9 @@ struct cm_channel {
 	bool sync;				/* private channel of a synchronous id */
 };
 
+void cm_chan_push(struct cm_channel *ch, struct cm_event *e);	/* cm.lock held */
+void cm_chan_clear(struct cm_channel *ch);			/* queue just became empty */
+
 /* ---- ids ----------------------------------------------------------------------------------- */
 enum cm_state {
 	CM_IDLE,

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exported calls that move data and the socket-level calls that dispatch by socket type:
+ * rbind, rlisten, raccept, rconnect, rshutdown; rsend/rsendto/rsendmsg/rwrite/rwritev and
+ * rrecv/rrecvfrom/rrecvmsg/rread/rreadv. Errors follow the socket calls: -1 with errno.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "cm/rsocket/rs.h"
+
+/* ---- iovecs -------------------------------------------------------------------------------- */
+size_t rs_iov_len(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+void rs_iov_gather(void *dst, const struct iovec *iov, int iovcnt, size_t off, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len, k;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		k = l - off < n ? l - off : n;
+		memcpy(d, (const uint8_t *)iov[i].iov_base + off, k);
+		d += k;
+		n -= k;
+		off = 0;
+	}
+}
+
+void rs_iov_scatter(const struct iovec *iov, int iovcnt, size_t off, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len, k;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		k = l - off < n ? l - off : n;
+		memcpy((uint8_t *)iov[i].iov_base + off, s, k);
+		s += k;
+		n -= k;
+		off = 0;
+	}
+}
+
+static int check_iov(const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- connection calls -------------------------------------------------------------------------- */
+RS_EXPORT int rbind(int fd, const struct sockaddr *a, socklen_t len)
+{
+	struct rsock *rs = rs_get(fd);
+	int ret;
+
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	ret = rs->type == SOCK_STREAM ? rs_stream_bind(rs, a, len) : rs_dg_bind(rs, a, len);
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret ? rs_err(ret) : 0;
+}
+
+RS_EXPORT int rlisten(int fd, int backlog)
+{
+	struct rsock *rs = rs_get(fd);
+	int ret;
+
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	ret = rs->type == SOCK_STREAM ? rs_stream_listen(rs, backlog) : -EOPNOTSUPP;
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret ? rs_err(ret) : 0;
+}
+
+RS_EXPORT int raccept(int fd, struct sockaddr *a, socklen_t *len)
+{
+	struct rsock *rs = rs_get(fd);
+	int ret;
+
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	ret = rs->type == SOCK_STREAM ? rs_stream_accept(rs, a, len) : -EOPNOTSUPP;
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret < 0 ? rs_err(ret) : ret;
+}
+
+RS_EXPORT int rconnect(int fd, const struct sockaddr *a, socklen_t len)
+{
+	struct rsock *rs = rs_get(fd);
+	int ret;
+
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	ret = rs->type == SOCK_STREAM ? rs_stream_connect(rs, a, len) : rs_dg_connect(rs, a, len);
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret ? rs_err(ret) : 0;
+}
+
+RS_EXPORT int rshutdown(int fd, int how)
+{
+	struct rsock *rs = rs_get(fd);
+	int ret = 0;
+
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->type == SOCK_STREAM) {
+		ret = rs_stream_shutdown(rs, how, false);
+	} else if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		ret = -EINVAL;
+	} else {
+		rs->shut_rd |= how != SHUT_WR;
+		rs->shut_wr |= how != SHUT_RD;
+	}
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret ? rs_err(ret) : 0;
+}
+
+/* ---- data -------------------------------------------------------------------------------------------- */
+static ssize_t sendv(int fd, const struct iovec *iov, int iovcnt, int flags,
+		     const struct sockaddr *to, socklen_t tolen)
+{
+	struct rsock *rs;
+	ssize_t ret = check_iov(iov, iovcnt);
+
+	if (ret)
+		return rs_err((int)ret);
+	if (flags & MSG_OOB)
+		return rs_err(EOPNOTSUPP);
+	rs = rs_get(fd);
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->type == SOCK_STREAM)
+		ret = rs_stream_sendv(rs, iov, iovcnt, flags);
+	else
+		ret = rs_dg_sendv(rs, iov, iovcnt, flags, to, tolen);
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret < 0 ? rs_err((int)ret) : ret;
+}
+
+static ssize_t recvv(int fd, const struct iovec *iov, int iovcnt, int flags,
+		     struct sockaddr *from, socklen_t *fromlen)
+{
+	struct rsock *rs;
+	ssize_t ret = check_iov(iov, iovcnt);
+
+	if (ret)
+		return rs_err((int)ret);
+	if (flags & MSG_OOB)
+		return rs_err(EOPNOTSUPP);
+	rs = rs_get(fd);
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->type == SOCK_STREAM) {
+		ret = rs_stream_recvv(rs, iov, iovcnt, flags);
+		if (ret >= 0 && from && fromlen && rs->id)
+			rs_copy_addr(from, fromlen, rdma_get_peer_addr(rs->id));
+	} else {
+		ret = rs_dg_recvv(rs, iov, iovcnt, flags, from, fromlen);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret < 0 ? rs_err((int)ret) : ret;
+}
+
+RS_EXPORT ssize_t rsend(int fd, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return sendv(fd, &iov, 1, flags, NULL, 0);
+}
+
+RS_EXPORT ssize_t rsendto(int fd, const void *buf, size_t len, int flags,
+			  const struct sockaddr *to, socklen_t tolen)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return sendv(fd, &iov, 1, flags, to, tolen);
+}
+
+RS_EXPORT ssize_t rsendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	if (!msg)
+		return rs_err(EFAULT);
+	return sendv(fd, msg->msg_iov, (int)msg->msg_iovlen, flags, msg->msg_name,
+		     msg->msg_namelen);
+}
+
+RS_EXPORT ssize_t rwrite(int fd, const void *buf, size_t count)
+{
+	return rsend(fd, buf, count, 0);
+}
+
+RS_EXPORT ssize_t rwritev(int fd, const struct iovec *iov, int iovcnt)
+{
+	return sendv(fd, iov, iovcnt, 0, NULL, 0);
+}
+
+RS_EXPORT ssize_t rrecv(int fd, void *buf, size_t len, int flags)
+{
+	struct iovec iov = { buf, len };
+
+	return recvv(fd, &iov, 1, flags, NULL, NULL);
+}
+
+RS_EXPORT ssize_t rrecvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+			    socklen_t *fromlen)
+{
+	struct iovec iov = { buf, len };
+
+	return recvv(fd, &iov, 1, flags, from, fromlen);
+}
+
+RS_EXPORT ssize_t rrecvmsg(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t ret;
+
+	if (!msg)
+		return rs_err(EFAULT);
+	ret = recvv(fd, msg->msg_iov, (int)msg->msg_iovlen, flags, msg->msg_name,
+		    msg->msg_name ? &msg->msg_namelen : NULL);
+	if (ret >= 0) {
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return ret;
+}
+
+RS_EXPORT ssize_t rread(int fd, void *buf, size_t count)
+{
+	return rrecv(fd, buf, count, 0);
+}
+
+RS_EXPORT ssize_t rreadv(int fd, const struct iovec *iov, int iovcnt)
+{
+	return recvv(fd, iov, iovcnt, 0, NULL, NULL);
+}

@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdma_cm connection semantics, client and server in one process (the loopback case):
+ * private data at exactly the IBTA limits and one byte over (REQ 56 for RDMA_PS_TCP, REP 196,
+ * REJ 148, SIDR REQ 180, SIDR REP 136), delivered intact; responder resources and initiator
+ * depth negotiated down on both QPs; a SEND over the connection; rdma_disconnect giving
+ * DISCONNECTED on both sides with both QPs in ERR; rdma_reject with private data; no listener
+ * giving REJECTED (status 8) promptly.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "sr_test.h"
+
+static struct rdma_event_channel *ch;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The next event, which must be `type` (any id); NULL on timeout or another event. */
+static struct rdma_cm_event *expect(enum rdma_cm_event_type type, int timeout_ms)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+
+	if (poll(&p, 1, timeout_ms) != 1) {
+		SR_FAIL("no event within %d ms (expected %s)", timeout_ms, rdma_event_str(type));
+		return NULL;
+	}
+	REQUIRE(rdma_get_cm_event(ch, &ev) == 0);
+	if (ev->event != type) {
+		SR_FAIL("got %s (status %d), expected %s", rdma_event_str(ev->event), ev->status,
+			rdma_event_str(type));
+		rdma_ack_cm_event(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+static void fill(uint8_t *b, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(seed + i * 7);
+}
+
+static bool same(const void *a, const uint8_t *expect_buf, size_t n)
+{
+	return a && !memcmp(a, expect_buf, n);
+}
+
+static struct sockaddr_in loop_addr(uint16_t port_be)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = port_be };
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static struct rdma_cm_id *client(enum rdma_port_space ps, uint16_t port_be)
+{
+	struct sockaddr_in dst = loop_addr(port_be);
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+
+	REQUIRE(rdma_create_id(ch, &id, NULL, ps) == 0);
+	REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+	ev = expect(RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
+	REQUIRE(ev);
+	rdma_ack_cm_event(ev);
+	REQUIRE(rdma_resolve_route(id, 2000) == 0);
+	ev = expect(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000);
+	REQUIRE(ev);
+	rdma_ack_cm_event(ev);
+	return id;
+}
+
+static void make_qp(struct rdma_cm_id *id, enum ibv_qp_type t)
+{
+	struct ibv_qp_init_attr a = { .qp_type = t, .cap = { .max_send_wr = 8, .max_recv_wr = 8,
+							   .max_send_sge = 1, .max_recv_sge = 1 } };
+
+	REQUIRE(rdma_create_qp(id, NULL, &a) == 0);
+}
+
+static int qp_state(struct ibv_qp *qp, struct ibv_qp_attr *a)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(a, 0, sizeof(*a));
+	if (ibv_query_qp(qp, a, IBV_QP_STATE, &ia))
+		return -1;
+	return a->qp_state;
+}
+
+static void test_rc(struct rdma_cm_id *listen, uint16_t port)
+{
+	uint8_t req[57], rep[197], msg[1024], got[1024];
+	struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 2,
+				     .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *c = client(RDMA_PS_TCP, port), *s;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	struct ibv_mr *cmr, *smr;
+
+	make_qp(c, IBV_QPT_RC);
+	fill(req, sizeof(req), 1);
+	p.private_data = req;
+	p.private_data_len = 57;
+	CHECK(rdma_connect(c, &p) == -1 && errno == EINVAL);	/* one byte over the REQ limit */
+	p.private_data_len = 56;
+	REQUIRE(rdma_connect(c, &p) == 0);
+
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	s = ev->id;
+	CHECK(ev->listen_id == listen);
+	CHECK(ev->param.conn.private_data_len >= 56);
+	CHECK(same(ev->param.conn.private_data, req, 56));
+	/* From the server's point of view: what the client offers and asks, swapped. */
+	CHECK_EQ(ev->param.conn.responder_resources, 2);
+	CHECK_EQ(ev->param.conn.initiator_depth, 4);
+	rdma_ack_cm_event(ev);
+
+	make_qp(s, IBV_QPT_RC);
+	fill(rep, sizeof(rep), 2);
+	struct rdma_conn_param a = { .private_data = rep, .private_data_len = 197,
+				     .responder_resources = 1, .initiator_depth = 8,
+				     .rnr_retry_count = 7 };
+
+	CHECK(rdma_accept(s, &a) == -1 && errno == EINVAL);	/* over the REP limit */
+	a.private_data_len = 196;
+	REQUIRE(rdma_accept(s, &a) == 0);
+	ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+	REQUIRE(ev);
+	CHECK(ev->id == c);
+	CHECK(ev->param.conn.private_data_len >= 196);
+	CHECK(same(ev->param.conn.private_data, rep, 196));
+	rdma_ack_cm_event(ev);
+	ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+	REQUIRE(ev);
+	CHECK(ev->id == s);
+	rdma_ack_cm_event(ev);
+
+	/* Negotiated down: the client may have 1 READ/ATOMIC outstanding (the server grants 1
+	 * responder resource), the server 2 (what the client offered... its initiator depth
+	 * is min(8, client's 4 responder resources) = 4), and the responders accordingly. */
+	struct ibv_qp_init_attr ia;
+
+	REQUIRE(ibv_query_qp(c->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &ia) == 0);
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_EQ(qa.max_rd_atomic, 1);
+	CHECK_EQ(qa.max_dest_rd_atomic, 4);
+	REQUIRE(ibv_query_qp(s->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &ia) == 0);
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+	CHECK_EQ(qa.max_rd_atomic, 4);
+	CHECK_EQ(qa.max_dest_rd_atomic, 1);
+
+	/* A SEND over the connection. */
+	fill(msg, sizeof(msg), 3);
+	memset(got, 0, sizeof(got));
+	cmr = ibv_reg_mr(c->pd, msg, sizeof(msg), IBV_ACCESS_LOCAL_WRITE);
+	smr = ibv_reg_mr(s->pd, got, sizeof(got), IBV_ACCESS_LOCAL_WRITE);
+	REQUIRE(cmr && smr);
+	struct ibv_sge rs = { (uintptr_t)got, sizeof(got), smr->lkey }, ss = { (uintptr_t)msg, sizeof(msg), cmr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &rs, .num_sge = 1 }, *brw;
+	struct ibv_send_wr swr = { .wr_id = 2, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *bsw;
+
+	REQUIRE(ibv_post_recv(s->qp, &rwr, &brw) == 0);
+	REQUIRE(ibv_post_send(c->qp, &swr, &bsw) == 0);
+	struct ibv_wc wc;
+	int n = 0;
+	double t0 = now_s();
+
+	while (n == 0 && now_s() - t0 < 5)
+		n = ibv_poll_cq(s->recv_cq, 1, &wc);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK(!memcmp(got, msg, sizeof(msg)));
+	for (n = 0, t0 = now_s(); n == 0 && now_s() - t0 < 5;)
+		n = ibv_poll_cq(c->send_cq, 1, &wc);
+	CHECK_EQ(n, 1);
+
+	/* rdma_disconnect: DISCONNECTED on both sides, both QPs in ERR. */
+	REQUIRE(rdma_disconnect(c) == 0);
+	for (int k = 0; k < 2; k++) {
+		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
+	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
+	ibv_dereg_mr(cmr);
+	ibv_dereg_mr(smr);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+}
+
+static void test_reject(uint16_t port)
+{
+	uint8_t rej[149];
+	struct rdma_conn_param p = { .retry_count = 7 };
+	struct rdma_cm_id *c = client(RDMA_PS_TCP, port);
+	struct rdma_cm_event *ev;
+	double t0;
+
+	make_qp(c, IBV_QPT_RC);
+	REQUIRE(rdma_connect(c, &p) == 0);
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	struct rdma_cm_id *s = ev->id;
+
+	rdma_ack_cm_event(ev);
+	fill(rej, sizeof(rej), 4);
+	CHECK(rdma_reject(s, rej, 149) == -1 && errno == EINVAL);	/* over the REJ limit */
+	REQUIRE(rdma_reject(s, rej, 148) == 0);
+	t0 = now_s();
+	ev = expect(RDMA_CM_EVENT_REJECTED, 2000);
+	REQUIRE(ev);
+	CHECK_EQ(ev->status, 28);	/* IB_CM_REJ_CONSUMER_DEFINED */
+	CHECK(ev->param.conn.private_data_len >= 148);
+	CHECK(same(ev->param.conn.private_data, rej, 148));
+	CHECK(now_s() - t0 < 1);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+}
+
+static void test_no_listener(void)
+{
+	struct rdma_conn_param p = { .retry_count = 7 };
+	struct rdma_cm_id *c;
+	struct rdma_cm_event *ev;
+	double t0;
+
+	/* A port nobody listens on: take one that was just free. */
+	struct rdma_cm_id *tmp;
+	struct sockaddr_in a = loop_addr(0);
+
+	REQUIRE(rdma_create_id(ch, &tmp, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_bind_addr(tmp, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(tmp, 1) == 0);
+	uint16_t dead = rdma_get_src_port(tmp);
+
+	rdma_destroy_id(tmp);
+	c = client(RDMA_PS_TCP, dead);
+	make_qp(c, IBV_QPT_RC);
+	t0 = now_s();
+	REQUIRE(rdma_connect(c, &p) == 0);
+	ev = expect(RDMA_CM_EVENT_REJECTED, 2000);
+	if (ev) {
+		CHECK_EQ(ev->status, 8);	/* IB_CM_REJ_INVALID_SERVICE_ID */
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(now_s() - t0 < 1);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+}
+
+static void test_ud(void)
+{
+	uint8_t req[181], rep[137];
+	struct sockaddr_in a = loop_addr(0);
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+
+	REQUIRE(rdma_create_id(ch, &l, NULL, RDMA_PS_UDP) == 0);
+	REQUIRE(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(l, 4) == 0);
+	c = client(RDMA_PS_UDP, rdma_get_src_port(l));
+	make_qp(c, IBV_QPT_UD);
+	fill(req, sizeof(req), 5);
+	struct rdma_conn_param p = { .private_data = req, .private_data_len = 181 };
+
+	CHECK(rdma_connect(c, &p) == -1 && errno == EINVAL);	/* over the SIDR REQ limit */
+	p.private_data_len = 180;
+	REQUIRE(rdma_connect(c, &p) == 0);
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	s = ev->id;
+	CHECK(ev->param.ud.private_data_len >= 180);
+	CHECK(same(ev->param.ud.private_data, req, 180));
+	rdma_ack_cm_event(ev);
+	make_qp(s, IBV_QPT_UD);
+	fill(rep, sizeof(rep), 6);
+	struct rdma_conn_param ap = { .private_data = rep, .private_data_len = 137 };
+
+	CHECK(rdma_accept(s, &ap) == -1 && errno == EINVAL);	/* over the SIDR REP limit */
+	ap.private_data_len = 136;
+	REQUIRE(rdma_accept(s, &ap) == 0);
+	ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+	REQUIRE(ev);
+	CHECK(ev->param.ud.private_data_len >= 136);
+	CHECK(same(ev->param.ud.private_data, rep, 136));
+	CHECK_EQ(ev->param.ud.qp_num, s->qp->qp_num);
+	CHECK_EQ(ev->param.ud.qkey, RDMA_UDP_QKEY);
+	CHECK(ev->param.ud.ah_attr.is_global);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+	rdma_destroy_id(l);
+}
+
+int main(void)
+{
+	struct sockaddr_in a = loop_addr(0);
+	struct rdma_cm_id *listen;
+
+	sr_test_timeout(60);
+	ch = rdma_create_event_channel();
+	REQUIRE(ch);
+	REQUIRE(rdma_create_id(ch, &listen, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_bind_addr(listen, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(listen, 8) == 0);
+	REQUIRE(rdma_get_src_port(listen) != 0);
+	test_rc(listen, rdma_get_src_port(listen));
+	test_reject(rdma_get_src_port(listen));
+	test_no_listener();
+	test_ud();
+	rdma_destroy_id(listen);
+	rdma_destroy_event_channel(ch);
+	return sr_test_done("test_cm_conn");
+}
