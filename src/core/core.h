@@ -325,6 +325,7 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	uint32_t cwnd, ssthresh, ca_acc;
 	uint32_t recover_psn;		/* losses before this PSN belong to the last reduction */
 	uint32_t cwnd_psn;		/* comp.psn when the window last grew */
+	bool force_ackreq;		/* the packet being built asks for an ACK (a repair) */
 };
 
 struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
@@ -333,7 +334,17 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	uint32_t rnr_left;		/* RNR retries left (7 = infinite) */
 	uint64_t last_progress;		/* ns of the last forward progress (retransmit timer base) */
 	uint64_t last_probe;		/* ns of the last fast (uncounted) retransmission */
+	uint32_t backoff;		/* timeouts in a row without progress (timer doubling) */
 	bool nak_rewound;		/* a rewind for comp.psn is under way (ignore NAK copies) */
+	/* Selective repair (comp.c): after a NAK only the missing packet is resent, when the peer
+	 * keeps what followed it. peer_keeps: 0 not known yet, 1 it does, -1 it does not (then
+	 * go-back-N). */
+	int8_t peer_keeps;
+	bool repairing;			/* repair_psn resent alone, its answer not seen yet */
+	bool repair_nak;		/* ... because of a NAK (not a tail-loss probe) */
+	uint32_t repair_psn;
+	uint64_t tlp_at;		/* ns of the last single-packet resend (repair or probe) */
+	uint32_t tlp_count;		/* tail-loss probes since the last progress */
 	/* RTT, sampled on packets that asked for an ACK and were not retransmitted (Karn). */
 	uint64_t srtt_ns;
 	uint64_t rtt_t0;
@@ -370,6 +381,7 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	struct sr_rwqe *rwqe;		/* owned copy; max_sge entries */
 	struct sr_res *res;		/* max_dest_rd_atomic entries */
 	uint32_t nres, res_next;
+	struct sr_ooo *ooo;		/* out-of-sequence requests kept after a gap (resp.c) */
 	bool ack_pending;		/* a coalesced ACK to send at the end of the batch */
 	bool on_ack_list;		/* linked in nic->ack_list (separate: a response sent
 					 * meanwhile clears ack_pending, not the link) */
@@ -436,6 +448,9 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
 void sr_req_progress(struct sr_qp *qp);
 /* Go back to psn and resend from there (retransmit); qp lock held. */
 void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
+/* Sends again the one packet with PSN psn (a SEND/WRITE packet, asking for an ACK), without
+ * moving the requester. False when psn is not such a packet of an outstanding WQE. */
+bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
 void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
 /* Sends the coalesced ACKs of the batch just processed (rx_lock held). */

@@ -2,16 +2,19 @@
 /*
  * Completion queues, completion channels and asynchronous events.
  *
- * Channel and async event "fds" are eventfds in semaphore mode: one count per queued event, so
- * poll()/epoll see them readable exactly while an event waits, and a blocking read sleeps like
- * the kernel's uverbs files do (O_NONBLOCK set by the application is honoured). The events
- * themselves sit in a FIFO next to the fd, so destroying an object can withdraw the events about
- * it that were not delivered yet; a stale count then just makes the reader look again.
+ * Channel and async event "fds" are eventfds used as level flags: non-zero exactly while the
+ * FIFO next to them holds an event (set on empty -> non-empty, cleared on non-empty -> empty,
+ * both under the FIFO's lock), so poll()/epoll see them readable exactly while an event waits.
+ * A blocking get sleeps in poll() like the kernel's uverbs files do, and O_NONBLOCK set by the
+ * application is honoured. Destroying an object withdraws its undelivered events; a count per
+ * event would then go stale (readable, yet a read that blocks forever).
  *
  * A full CQ is an error of the CQ (IBA 11.4.2.1: CQ overrun): the completion is dropped and
  * counted, IBV_EVENT_CQ_ERR is raised once, and what is already in the CQ stays intact.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -40,11 +43,30 @@ static int fifo_grow(void **buf, uint32_t *cap, uint32_t head, uint32_t tail, si
 	return 0;
 }
 
-static void efd_signal(int fd)
+static void flag_set(int fd)
 {
 	uint64_t one = 1;
 
 	(void)!write(fd, &one, sizeof(one));
+}
+
+static void flag_clear(int fd)
+{
+	uint64_t v;
+
+	(void)!read(fd, &v, sizeof(v));	/* only called when set: never blocks */
+}
+
+/* Nothing queued: -EAGAIN on a non-blocking fd, else wait until something may be. */
+static int flag_wait(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (fcntl(fd, F_GETFL) & O_NONBLOCK)
+		return -EAGAIN;
+	if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
 }
 
 /* ---- completion channel -------------------------------------------------------------------- */
@@ -54,7 +76,7 @@ int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out)
 
 	if (!ch)
 		return -ENOMEM;
-	ch->ch.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC);
 	if (ch->ch.fd < 0) {
 		int err = -errno;
 
@@ -91,15 +113,16 @@ static void channel_push(struct sr_channel *ch, struct sr_cq *cq)
 		ch->tail = 0;
 	}
 	ch->q[ch->head % ch->cap] = cq;
-	ch->head++;
+	if (ch->head++ == ch->tail)
+		flag_set(ch->ch.fd);
 	pthread_mutex_unlock(&ch->lock);
-	efd_signal(ch->ch.fd);
 }
 
 static void channel_purge(struct sr_channel *ch, struct sr_cq *cq)
 {
 	pthread_mutex_lock(&ch->lock);
 	uint32_t w = ch->tail;
+	bool had = ch->head != ch->tail;
 
 	for (uint32_t r = ch->tail; r != ch->head; r++) {
 		struct sr_cq *c = ch->q[r % ch->cap];
@@ -108,6 +131,8 @@ static void channel_purge(struct sr_channel *ch, struct sr_cq *cq)
 			ch->q[w++ % ch->cap] = c;
 	}
 	ch->head = w;
+	if (had && ch->head == ch->tail)
+		flag_clear(ch->ch.fd);
 	pthread_mutex_unlock(&ch->lock);
 }
 
@@ -115,14 +140,15 @@ static void channel_purge(struct sr_channel *ch, struct sr_cq *cq)
 int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 {
 	for (;;) {
-		uint64_t v;
 		struct sr_cq *cq = NULL;
+		int ret;
 
-		if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
-			return errno ? -errno : -EIO;
 		pthread_mutex_lock(&ch->lock);
-		if (ch->tail != ch->head)
+		if (ch->tail != ch->head) {
 			cq = ch->q[ch->tail++ % ch->cap];
+			if (ch->tail == ch->head)
+				flag_clear(ch->ch.fd);
+		}
 		pthread_mutex_unlock(&ch->lock);
 		if (cq) {
 			pthread_mutex_lock(&cq->ibcq.mutex);
@@ -131,7 +157,9 @@ int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 			*out = cq;
 			return 0;
 		}
-		/* The event was withdrawn (its CQ was destroyed): look again. */
+		ret = flag_wait(ch->ch.fd);
+		if (ret)
+			return ret;
 	}
 }
 
@@ -327,16 +355,17 @@ void sr_async_event(struct sr_ctx *ctx, enum ibv_event_type type, void *element)
 		e->ev.element.qp = element;
 		break;
 	}
-	ctx->ev_head++;
+	if (ctx->ev_head++ == ctx->ev_tail)
+		flag_set(ctx->vctx.context.async_fd);
 	pthread_mutex_unlock(&ctx->ev_lock);
 	sr_stat_inc(&ctx->nic->stats, SR_STAT_async_events);
-	efd_signal(ctx->vctx.context.async_fd);
 }
 
 void sr_async_event_purge(struct sr_ctx *ctx, void *element)
 {
 	pthread_mutex_lock(&ctx->ev_lock);
 	uint32_t w = ctx->ev_tail;
+	bool had = ctx->ev_head != ctx->ev_tail;
 
 	for (uint32_t r = ctx->ev_tail; r != ctx->ev_head; r++) {
 		struct sr_async_ev e = ctx->evq[r % ctx->ev_cap];
@@ -346,24 +375,29 @@ void sr_async_event_purge(struct sr_ctx *ctx, void *element)
 			ctx->evq[w++ % ctx->ev_cap] = e;
 	}
 	ctx->ev_head = w;
+	if (had && ctx->ev_head == ctx->ev_tail)
+		flag_clear(ctx->vctx.context.async_fd);
 	pthread_mutex_unlock(&ctx->ev_lock);
 }
 
 int sr_async_event_get(struct sr_ctx *ctx, struct ibv_async_event *out)
 {
 	for (;;) {
-		uint64_t v;
 		bool got = false;
+		int ret;
 
-		if (read(ctx->vctx.context.async_fd, &v, sizeof(v)) != sizeof(v))
-			return errno ? -errno : -EIO;
 		pthread_mutex_lock(&ctx->ev_lock);
 		if (ctx->ev_tail != ctx->ev_head) {
 			*out = ctx->evq[ctx->ev_tail++ % ctx->ev_cap].ev;
+			if (ctx->ev_tail == ctx->ev_head)
+				flag_clear(ctx->vctx.context.async_fd);
 			got = true;
 		}
 		pthread_mutex_unlock(&ctx->ev_lock);
 		if (got)
 			return 0;
+		ret = flag_wait(ctx->vctx.context.async_fd);
+		if (ret)
+			return ret;
 	}
 }

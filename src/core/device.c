@@ -406,13 +406,20 @@ static void *nic_thread(void *arg)
 				grace = true;
 				timeout = (int64_t)(last + SR_APP_GRACE_NS - now);
 			} else {
+				/* A polling application may hold the receive lock: then it is
+				 * receiving, and re-arming is enough (it fires again at once if it
+				 * left packets). If it is not polling, a holder is one that was
+				 * preempted mid-batch: wait for it rather than spin beside it (on 2
+				 * cores the spin would take the CPU the holder needs). */
+				bool polling = grace;
+
 				grace = false;
-				if (!pthread_mutex_trylock(&nic->rx_lock)) {
+				if (polling ? !pthread_mutex_trylock(&nic->rx_lock)
+					    : !pthread_mutex_lock(&nic->rx_lock)) {
 					for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
 						sr_resp_flush_acks(nic);
 					pthread_mutex_unlock(&nic->rx_lock);
 				}
-				/* If a polling application left packets, this fires again at once. */
 				rx_arm(nic);
 				armed = true;
 			}

@@ -24,6 +24,9 @@
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
 	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
 	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
+	X(retry_backoff, BOOL, 1, "double the local ACK timeout after each timeout without progress (at most 2 s): a peer starved of CPU is not a dead peer") \
+	X(ooo_window, INT, 256, "responder keeps up to this many requests that arrive after a gap and runs them once it is filled (0: drop them, plain go-back-N; at most 256)") \
+	X(repair, BOOL, 1, "after a sequence NAK resend only the missing packet, while the peer is seen to keep the packets after a gap (0: always go-back-N)") \
 	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \

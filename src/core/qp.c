@@ -338,6 +338,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	atomic_fetch_sub(&qp->rcq->users, 1);
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->users, 1);
+	sr_transport_reset(qp);		/* frees what the responder kept (before res goes) */
 	sq_free(&qp->sq);
 	sr_rq_free(&qp->rq);
 	free(qp->resp.rwqe);

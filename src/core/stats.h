@@ -19,6 +19,8 @@
 	X(rx_bytes, "UDP payload bytes received")                                   \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(retransmits, "request packets sent again (go-back-N)")                  \
+	X(repairs, "single packets resent after a NAK (selective repair, param repair)") \
+	X(tail_probes, "single packets resent after 2 RTTs without progress (tail-loss probe, param repair)") \
 	X(retry_timeouts, "local ACK timeouts (counted against retry_cnt)")         \
 	X(fast_retransmits, "early go-back-N after a few RTTs without progress (not counted)") \
 	X(retry_exceeded, "WRs completed with RETRY_EXC_ERR")                       \
@@ -31,6 +33,8 @@
 	X(inv_req_naks_sent, "invalid request NAKs sent")                           \
 	X(op_naks_sent, "remote operational error NAKs sent")                       \
 	X(naks_rcvd, "other NAKs received (access, invalid request, operational)") \
+	X(ooo_kept, "requests kept by the responder after a gap (ooo_window)")   \
+	X(ooo_run, "kept requests executed once the gap was filled")             \
 	X(dup_requests, "duplicate request packets (re-ACKed or replayed)")         \
 	X(acks_sent, "ACK packets sent")                                            \
 	X(acks_rcvd, "ACK packets received")                                        \

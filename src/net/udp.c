@@ -336,6 +336,9 @@ static bool faulted(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 		f->held_tuple = *t;
 		f->held_dlen = sl;
 		f->held_at = sr_now_ns();
+		/* If no other packet follows, the progress thread sends it after 1 ms: wake it,
+		 * it may be asleep with nothing else to time. */
+		sr_nic_kick(nic);
 		break;
 	case SR_FAULT_CORRUPT:
 		copy = linearize(iov, n, len);

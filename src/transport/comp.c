@@ -26,6 +26,8 @@ static void progress_made(struct sr_qp *qp)
 	qp->comp.rnr_left = qp->attr.rnr_retry;
 	qp->comp.last_progress = now;
 	qp->comp.nak_rewound = false;
+	qp->comp.backoff = 0;
+	qp->comp.tlp_count = 0;
 	if (qp->comp.rtt_valid && sr_psn_gt(qp->comp.psn, qp->comp.rtt_psn)) {
 		uint64_t sample = now - qp->comp.rtt_t0;
 
@@ -116,11 +118,82 @@ static struct sr_swqe *complete_before(struct sr_qp *qp, uint32_t psn, bool incl
 	return NULL;
 }
 
-static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout)
+/*
+ * Selective repair. A softrdma responder keeps the requests that arrive after a gap (resp.c)
+ * and, once the gap is filled, acknowledges all of them -- or NAKs the next gap when one is
+ * left. Resending the whole window after a NAK (go-back-N) would then send again what the
+ * peer already has; resending only the missing packet costs one packet per loss. A responder
+ * that keeps nothing (rxe, IBA's go-back-N) shows it on the first repair: a NAK proved that
+ * later packets had reached it, yet its answer to the resent packet acknowledges that packet
+ * alone. From then on this QP uses go-back-N.
+ */
+static bool resend_one(struct sr_qp *qp, uint32_t psn, bool nak)
+{
+	if (!sr_req_resend_one(qp, psn))
+		return false;
+	qp->comp.repairing = true;
+	qp->comp.repair_nak = nak;
+	qp->comp.repair_psn = psn;
+	qp->comp.tlp_at = sr_now_ns();	/* unanswered, it is resent by the probe timer */
+	return true;
+}
+
+static bool try_repair(struct sr_qp *qp, uint32_t psn)
+{
+	if (qp->comp.peer_keeps < 0 || !sr_params()->repair || !resend_one(qp, psn, true))
+		return false;
+	sr_stat_inc(&qp->nic->stats, SR_STAT_repairs);
+	return true;
+}
+
+static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout, bool repair);
+
+/* A response moved comp.psn (by an ACK when `is_ack`, else a NAK): what it says about a packet
+ * resent alone. Returns true when it started a go-back-N (the caller stops). */
+static bool repair_answered(struct sr_qp *qp, bool is_ack)
+{
+	uint32_t next = sr_psn_next(qp->comp.repair_psn);
+
+	if (!qp->comp.repairing || !sr_psn_gt(qp->comp.psn, qp->comp.repair_psn))
+		return false;
+	qp->comp.repairing = false;
+	if (sr_psn_gt(qp->comp.psn, next)) {
+		/* Acknowledged more than was resent after a NAK: the peer kept it. (After a
+		 * tail-loss probe it proves nothing: the probe may have been a duplicate.) */
+		if (qp->comp.repair_nak)
+			qp->comp.peer_keeps = 1;
+		return false;
+	}
+	if (is_ack && sr_psn_lt(qp->comp.psn, qp->req.high_psn)) {
+		/* That packet alone, with more outstanding: the rest is lost -- or, after a NAK
+		 * that proved later packets had arrived, dropped by a peer that keeps nothing. */
+		if (qp->comp.repair_nak && qp->comp.peer_keeps == 0) {
+			sr_dbg("qp#%u: the peer drops packets after a gap: go-back-N from now on",
+			       sr_qpn(qp));
+			qp->comp.peer_keeps = -1;
+		}
+		retry_from(qp, qp->comp.psn, false, false, false);
+		return true;
+	}
+	return false;
+}
+
+/* First probe after 2 RTTs without progress (at least 500 us), at most half the fast
+ * retransmission delay. */
+static uint64_t tlp_ns(const struct sr_qp *qp, uint64_t fast)
+{
+	uint64_t p = 2 * qp->comp.srtt_ns;
+
+	if (p < 500000)
+		p = 500000;
+	return p < fast / 2 ? p : fast / 2;
+}
+
+static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout, bool repair)
 {
 	sr_dbg("qp#%u: retry from PSN %u (%s%s), sent up to %u, retries left %u", sr_qpn(qp), psn,
-	       timeout ? "timeout" : "NAK", count ? ", counted" : "", qp->req.high_psn,
-	       qp->comp.retry_left);
+	       timeout ? "timeout" : count ? "NAK" : "NAK, implied NAK or fast retransmit",
+	       count ? ", counted" : "", qp->req.high_psn, qp->comp.retry_left);
 	sr_cwnd_loss(qp, timeout);
 	if (count) {
 		if (!qp->comp.retry_left) {
@@ -130,6 +203,12 @@ static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout)
 		}
 		qp->comp.retry_left--;
 	}
+	if (repair && try_repair(qp, psn)) {
+		qp->comp.last_progress = sr_now_ns();
+		sr_req_progress(qp);
+		return;
+	}
+	qp->comp.repairing = false;
 	sr_req_rewind(qp, psn);
 	qp->comp.last_progress = sr_now_ns();
 	sr_req_progress(qp);
@@ -153,7 +232,7 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
 		if (sr_psn_gt(pkt->psn, qp->comp.psn) && !qp->comp.nak_rewound) {
 			qp->comp.nak_rewound = true;
-			retry_from(qp, qp->comp.psn, false, false);
+			retry_from(qp, qp->comp.psn, false, false, false);
 		}
 		return;
 	}
@@ -229,7 +308,7 @@ static void ack(struct sr_qp *qp, struct sr_pkt *pkt)
 			 * lost. Ask again from where we are (not counted: the peer is alive). */
 			if (sr_psn_ge(pkt->psn, w->first_psn) && !qp->comp.nak_rewound) {
 				qp->comp.nak_rewound = true;
-				retry_from(qp, qp->comp.psn, false, false);
+				retry_from(qp, qp->comp.psn, false, false, false);
 				return;
 			}
 		} else if (sr_psn_ge(pkt->psn, qp->comp.psn) && sr_psn_lt(pkt->psn, qp->req.high_psn)) {
@@ -238,11 +317,14 @@ static void ack(struct sr_qp *qp, struct sr_pkt *pkt)
 			progress_made(qp);
 		}
 	}
+	if (qp->state == IBV_QPS_ERR || repair_answered(qp, true))
+		return;
 	sr_req_progress(qp);
 }
 
 static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 {
+	uint32_t psn0 = qp->comp.psn;	/* (complete_before may move it) */
 	struct sr_swqe *w = complete_before(qp, pkt->psn, false);
 	struct sr_stats *st = &qp->nic->stats;
 
@@ -260,6 +342,7 @@ static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 		if (qp->comp.rnr_left != 7)
 			qp->comp.rnr_left--;
 		qp->comp.psn = pkt->psn;
+		qp->comp.repairing = false;
 		sr_req_rewind(qp, pkt->psn);
 		qp->req.rnr_until = sr_now_ns() + sr_rnr_timer_ns(syn & SR_AETH_VALUE_MASK);
 		sr_timer_arm(qp);
@@ -276,16 +359,16 @@ static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 			return;
 		if (qp->comp.nak_rewound && pkt->psn == qp->comp.psn)
 			return;
-		bool progress = pkt->psn != qp->comp.psn;
+		if (!sr_op_is_rd_atomic(w->opcode) || !sr_psn_gt(pkt->psn, w->first_psn))
+			qp->comp.psn = pkt->psn;	/* (never skip a READ/ATOMIC response) */
+		bool progress = qp->comp.psn != psn0;
 
-		if (sr_op_is_rd_atomic(w->opcode) && sr_psn_gt(pkt->psn, w->first_psn))
-			pkt->psn = qp->comp.psn;	/* never skip a READ/ATOMIC response */
-		else
-			qp->comp.psn = pkt->psn;
-		if (progress)
+		if (progress) {
 			progress_made(qp);
+			repair_answered(qp, false);
+		}
 		qp->comp.nak_rewound = true;
-		retry_from(qp, qp->comp.psn, !progress, false);
+		retry_from(qp, qp->comp.psn, !progress, false, true);
 		return;
 	case SR_NAK_INVALID_REQ:
 		sr_stat_inc(st, SR_STAT_naks_rcvd);
@@ -350,6 +433,21 @@ void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 }
 
+/*
+ * The local ACK timeout in force: the QP's (IBA 9.7.6.1.3), doubled after each timeout without
+ * progress, at most 2 s (parameter retry_backoff). The IBA timeout is a lower bound; on a
+ * machine where the peer may not be scheduled for a while (2 shared cores, a busy CI), retries
+ * at a fixed 67 ms give up on a peer that is merely starved. retry_cnt still counts the retries.
+ */
+static uint64_t local_ack_timeout(const struct sr_qp *qp)
+{
+	uint64_t t = qp->timeout_ns << qp->comp.backoff;
+
+	if (qp->comp.backoff && t > 2000000000ull)
+		t = qp->timeout_ns > 2000000000ull ? qp->timeout_ns : 2000000000ull;
+	return t;
+}
+
 /* Retransmit and RNR timers. Returns the next deadline (ns) or 0 when nothing is armed. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 {
@@ -368,31 +466,49 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 
 	if (qp->type != IBV_QPT_RC || !busy || !qp->timeout_ns)
 		return qp->req.rnr_until;
-	uint64_t deadline = qp->comp.last_progress + qp->timeout_ns;
+	uint64_t deadline = qp->comp.last_progress + local_ack_timeout(qp);
 	uint64_t base = qp->comp.last_progress > qp->comp.last_probe ? qp->comp.last_progress
 								       : qp->comp.last_probe;
 	uint64_t fast = base + probe_ns(qp);
+	uint64_t tlp_base = qp->comp.last_progress > qp->comp.tlp_at ? qp->comp.last_progress
+								     : qp->comp.tlp_at;
+	uint64_t tlp = qp->comp.tlp_count < 2 && sr_params()->repair
+			       ? tlp_base + tlp_ns(qp, probe_ns(qp))
+			       : 0;
 
 	if (now >= deadline) {
 		/* The local ACK timeout (IBA 9.7.6.1.3): counted against retry_cnt. */
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retry_timeouts);
 		qp->comp.nak_rewound = false;
-		retry_from(qp, qp->comp.psn, true, true);
+		retry_from(qp, qp->comp.psn, true, true, false);
 		if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 			return 0;
-		deadline = qp->comp.last_progress + qp->timeout_ns;
+		if (sr_params()->retry_backoff && qp->comp.backoff < 16)
+			qp->comp.backoff++;
+		deadline = qp->comp.last_progress + local_ack_timeout(qp);
 		fast = deadline;
 	} else if (now >= fast) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_fast_retransmits);
 		qp->comp.nak_rewound = false;
 		uint64_t keep = qp->comp.last_progress;
 
-		retry_from(qp, qp->comp.psn, false, false);
+		retry_from(qp, qp->comp.psn, false, false, false);
 		qp->comp.last_progress = keep;	/* the IBA timer keeps running */
 		qp->comp.last_probe = now;
 		fast = now + probe_ns(qp);
+		tlp = 0;
+	} else if (tlp && now >= tlp) {
+		/* Tail-loss probe: the packet at comp.psn alone, asking for an ACK. Whether it or
+		 * an ACK was lost, the answer (or a duplicate's re-ACK) says where the peer is. */
+		if (resend_one(qp, qp->comp.psn, false))
+			sr_stat_inc(&qp->nic->stats, SR_STAT_tail_probes);
+		qp->comp.tlp_at = now;
+		qp->comp.tlp_count++;
+		tlp = qp->comp.tlp_count < 2 ? now + tlp_ns(qp, probe_ns(qp)) : 0;
 	}
 	next = fast < deadline ? fast : deadline;
+	if (tlp && tlp < next)
+		next = tlp;
 	if (qp->req.rnr_until && qp->req.rnr_until < next)
 		next = qp->req.rnr_until;
 	return next;

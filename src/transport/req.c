@@ -92,7 +92,8 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 
 		if (every > qp->nic->ack_every)
 			every = qp->nic->ack_every;
-		ackreq = last || ++qp->req.since_ackreq >= (every ? every : 1);
+		ackreq = last || qp->req.force_ackreq ||
+			 ++qp->req.since_ackreq >= (every ? every : 1);
 		if (ackreq)
 			qp->req.since_ackreq = 0;
 	}
@@ -189,14 +190,27 @@ void sr_cwnd_grow(struct sr_qp *qp)
 		qp->req.cwnd = max;
 }
 
-/* A loss (NAK sequence error, timeout): halve, once per window of packets in flight. */
+/*
+ * A loss, once per window of packets in flight. A timeout means nothing gets through: start
+ * again from a small window. A loss the responder reported (NAK) means the path works but
+ * dropped or reordered a packet -- on a software stack that is rarely congestion (a socket
+ * buffer, a scheduler hiccup, injected faults), so the window shrinks by a quarter, never
+ * below SR_CWND_FLOOR: halving on every random loss would leave a lossy link with a window of
+ * a few packets and no throughput. (A window configured smaller than twice the floor gets
+ * half of itself as the floor.)
+ */
+#define SR_CWND_FLOOR 16
+
 void sr_cwnd_loss(struct sr_qp *qp, bool timeout)
 {
+	uint32_t half = qp->nic->max_inflight / 2 ? qp->nic->max_inflight / 2 : 1;
+	uint32_t floor = half < SR_CWND_FLOOR ? half : SR_CWND_FLOOR;
+
 	sr_cwnd(qp);
 	if (sr_psn_lt(qp->comp.psn, qp->req.recover_psn) && !timeout)
 		return;
-	qp->req.ssthresh = qp->req.cwnd / 2 > 4 ? qp->req.cwnd / 2 : 4;
-	qp->req.cwnd = timeout ? 4 : qp->req.ssthresh;
+	qp->req.ssthresh = qp->req.cwnd * 3 / 4 > floor ? qp->req.cwnd * 3 / 4 : floor;
+	qp->req.cwnd = timeout ? (floor < 4 ? floor : 4) : qp->req.ssthresh;
 	qp->req.ca_acc = 0;
 	qp->req.recover_psn = qp->req.high_psn;
 }
@@ -327,6 +341,42 @@ void sr_req_progress(struct sr_qp *qp)
 		qp->comp.last_progress = sr_now_ns();
 	if (outstanding(qp) && qp->timeout_ns && !qp->on_timer_list)
 		sr_timer_arm(qp);
+}
+
+bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
+{
+	struct sr_sq *sq = &qp->sq;
+	uint32_t i;
+
+	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+		return false;
+	for (i = sq->tail; i != sq->head; i++) {
+		struct sr_swqe *w = sr_sq_at(sq, i);
+
+		if (w->state == SR_WQE_POSTED)
+			return false;
+		if (!sr_psn_in(psn, w->first_psn, w->last_psn))
+			continue;
+		if (sr_op_is_rd_atomic(w->opcode) || !sr_psn_lt(psn, qp->req.high_psn) ||
+		    (i == qp->req.idx && !sr_psn_lt(psn, qp->req.psn)))
+			return false;	/* a READ/ATOMIC, or a packet not sent yet */
+		/* req_xmit builds the packet at (req.psn, req.offset): point them at psn, put
+		 * them back after. */
+		uint32_t psn0 = qp->req.psn, off0 = qp->req.offset, since0 = qp->req.since_ackreq;
+		int n;
+
+		qp->comp.rtt_valid = false;	/* Karn: no RTT sample across a resend */
+		qp->req.psn = psn;
+		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * qp->mtu;
+		qp->req.force_ackreq = true;
+		n = req_xmit(qp, i, w);
+		qp->req.force_ackreq = false;
+		qp->req.psn = psn0;
+		qp->req.offset = off0;
+		qp->req.since_ackreq = since0;
+		return n >= 0;
+	}
+	return false;
 }
 
 void sr_req_rewind(struct sr_qp *qp, uint32_t psn)

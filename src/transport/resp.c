@@ -14,8 +14,10 @@
  * UC message is dropped whole, a UD datagram with no receive buffer is dropped.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "core/log.h"
+#include "core/param.h"
 #include "core/post.h"
 #include "transport/xport.h"
 
@@ -479,6 +481,84 @@ static bool qp_allows(struct sr_qp *qp, struct sr_pkt *pkt)
 	return !(pkt->mask & (SR_M_FLUSH | SR_M_ATOMIC_WRITE));	/* the memory: issue */
 }
 
+/* ---- out-of-sequence requests ----------------------------------------------------------------
+ * IBA go-back-N has the responder drop every packet after a gap; the requester then resends
+ * its whole window. softrdma's responder keeps the requests that arrive after a gap (at most
+ * ooo_window of them, at most SR_OOO_MAX, copies, only while a gap is open) and, when the missing packet arrives, executes
+ * them in order and acknowledges the highest PSN. The wire behaviour stays the IBA's -- one
+ * NAK-sequence-error, then an ACK for packets this responder really has -- but the requester
+ * (softrdma's, or any that accepts an ACK beyond what it has resent so far) skips what is
+ * acknowledged instead of resending it: a loss costs about one round trip of packets, not a
+ * window.
+ */
+#define SR_OOO_MAX 256
+
+struct sr_ooo_pkt {
+	uint32_t psn;
+	uint32_t len;
+	uint8_t *data;		/* NULL: empty slot */
+};
+
+struct sr_ooo {
+	struct sr_ooo_pkt slot[SR_OOO_MAX];
+	uint32_t count;
+};
+
+static void ooo_free(struct sr_qp *qp)
+{
+	struct sr_ooo *o = qp->resp.ooo;
+
+	if (!o)
+		return;
+	for (uint32_t i = 0; i < SR_OOO_MAX; i++)
+		free(o->slot[i].data);
+	free(o);
+	qp->resp.ooo = NULL;
+}
+
+static void ooo_keep(struct sr_qp *qp, struct sr_pkt *pkt, int32_t d)
+{
+	struct sr_ooo_pkt *sl;
+
+	long win = sr_params()->ooo_window;
+
+	if (d <= 0 || d >= (win < SR_OOO_MAX ? win : SR_OOO_MAX))
+		return;
+	if (!qp->resp.ooo && !(qp->resp.ooo = calloc(1, sizeof(*qp->resp.ooo))))
+		return;
+	sl = &qp->resp.ooo->slot[pkt->psn % SR_OOO_MAX];
+	if (sl->data && sl->psn == pkt->psn)
+		return;	/* a duplicate of one kept already */
+	free(sl->data);
+	sl->data = malloc(pkt->len);
+	if (!sl->data)
+		return;
+	memcpy(sl->data, pkt->hdr, pkt->len);
+	sl->len = pkt->len;
+	sl->psn = pkt->psn;
+	qp->resp.ooo->count++;
+	sr_stat_inc(&qp->nic->stats, SR_STAT_ooo_kept);
+}
+
+/* The kept packet with the expected PSN, parsed into *pkt (its buffer is *data, to free). */
+static bool ooo_next(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t **data)
+{
+	struct sr_ooo *o = qp->resp.ooo;
+	struct sr_ooo_pkt *sl;
+
+	if (!o || !o->count)
+		return false;
+	sl = &o->slot[qp->resp.epsn % SR_OOO_MAX];
+	if (!sl->data || sl->psn != qp->resp.epsn)
+		return false;
+	*data = sl->data;
+	sl->data = NULL;
+	o->count--;
+	return sr_pkt_parse(pkt, *data, sl->len) == SR_PE_OK;
+}
+
+static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt);
+
 static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	int32_t d = sr_psn_diff(pkt->psn, qp->resp.epsn);
@@ -486,6 +566,7 @@ static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 
 	if (d > 0) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+		ooo_keep(qp, pkt, d);
 		if (!qp->resp.nak_sent) {
 			sr_dbg("qp#%u: PSN %u while expecting %u: NAK", sr_qpn(qp), pkt->psn,
 			       qp->resp.epsn);
@@ -499,10 +580,43 @@ static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	qp->resp.nak_sent = false;
-	if (!sequence_ok(qp, pkt) || !qp_allows(qp, pkt)) {
-		nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
-		return;
+	r = rc_execute(qp, pkt);
+	/* The gap is filled: run what was kept behind it, in order, and say how far we got. */
+	if ((r == RSP_OK || r == RSP_DONE) && qp->resp.ooo && qp->resp.ooo->count) {
+		struct sr_pkt k;
+		uint8_t *data;
+		bool ran = false;
+
+		while (qp->state != IBV_QPS_ERR && ooo_next(qp, &k, &data)) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_ooo_run);
+			r = rc_execute(qp, &k);
+			free(data);
+			ran = true;
+			if (r != RSP_OK && r != RSP_DONE)
+				break;
+		}
+		if (ran && r != RSP_RNR && qp->state != IBV_QPS_ERR) {
+			if (qp->resp.ooo->count && !qp->resp.nak_sent) {
+				/* Another gap, with packets kept behind it: NAK it at once (the
+				 * NAK acknowledges everything before it, IBA 9.7.5.1.x). */
+				sr_send_ack(qp, qp->resp.epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+				qp->resp.nak_sent = true;
+			} else {
+				ack_later(qp, sr_psn_add(qp->resp.epsn, -1));
+			}
+		}
 	}
+	if (qp->state == IBV_QPS_ERR)
+		ooo_free(qp);
+}
+
+/* Executes the request with the expected PSN. */
+static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	enum rsp r;
+
+	if (!sequence_ok(qp, pkt) || !qp_allows(qp, pkt))
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
 	if (pkt->mask & SR_M_SEND)
 		r = do_send(qp, pkt);
 	else if (pkt->mask & SR_M_WRITE)
@@ -516,6 +630,7 @@ static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 		if (pkt->ackreq)
 			ack_later(qp, pkt->psn);
 	}
+	return r;
 }
 
 static void uc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
@@ -523,13 +638,19 @@ static void uc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 	bool start = pkt->mask & SR_M_START;
 
 	if (pkt->psn != qp->resp.epsn) {
+		if (sr_psn_lt(pkt->psn, qp->resp.epsn)) {
+			/* Late or duplicated: UC PSNs only move forward (IBA 9.8.3). */
+			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
+			return;
+		}
 		/* Loss: the message in progress is gone; a new one may start right here. */
-		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
 		qp->resp.in_send = qp->resp.in_write = false;
 		qp->resp.uc_drop = !start;
 		qp->resp.epsn = sr_psn_next(pkt->psn);
-		if (!start)
+		if (!start) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_psn);
 			return;
+		}
 	} else {
 		qp->resp.epsn = sr_psn_next(pkt->psn);
 		if (qp->resp.uc_drop && !start) {
@@ -647,6 +768,7 @@ void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src
 /* Back to RESET: forget every piece of transport state (qp lock held). */
 void sr_transport_reset(struct sr_qp *qp)
 {
+	ooo_free(qp);
 	qp->sq.head = qp->sq.tail = 0;
 	qp->rq.head = qp->rq.tail = 0;
 	memset(&qp->req, 0, sizeof(qp->req));

@@ -91,7 +91,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	c = &ctx->vctx.context;
 	c->device = dev;
 	c->cmd_fd = -1;
-	c->async_fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+	c->async_fd = eventfd(0, EFD_CLOEXEC);	/* a level flag (core/cq.c) */
 	c->num_comp_vectors = 1;
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	pthread_mutex_init(&c->mutex, NULL);
@@ -313,8 +313,10 @@ int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 {
 	int ret = sr_async_event_get(sr_ctx(c), ev);
 
-	if (ret)
-		return -1;	/* errno set by read(): EAGAIN on a non-blocking fd */
+	if (ret) {
+		errno = -ret;	/* EAGAIN on a non-blocking fd with nothing queued */
+		return -1;
+	}
 	/* Count deliveries so destroy can wait for the matching acks (as rdma-core does). */
 	if (event_is_qp(ev->event_type)) {
 		struct sr_qp *qp = sr_qp(ev->element.qp);

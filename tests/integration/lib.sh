@@ -5,10 +5,13 @@
 # run (it has no test_ prefix, so CTest does not register it).
 #
 #   sr_run CMD [ARGS...]      CMD through `softrdma run --` (our libibverbs first)
-#   sr_pair NAME PROG [ARGS]  a pingpong-style server + client pair, both bounded in time
+#   sr_pair NAME PROG [ARGS]  a pingpong-style server + client pair, both bounded in time,
+#                             outputs and counters in $SR_TMP/NAME.{srv,cli}.{out,stats}
 #   sr_check_pingpong NAME SIZE ITERS   the "N bytes in" / "N iters in" lines of both sides
-#   sr_check_stats NAME [ALLOWED]       counters dumped at exit: data crossed, no bad drops
+#   sr_check_stats NAME MIN_RX [ALLOWED...]  counters at exit: data crossed, no bad drops
 #   sr_stat FILE COUNTER      a counter of a SOFTRDMA_STATS_DUMP file (0 when absent)
+#   sr_stat2 NAME COUNTER     a counter summed over both sides of a pair (live if killed)
+#   sr_show_stats NAME        both sides' counters, one line each
 #   sr_free_port              a TCP port nobody uses
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
 #   sr_skip MSG, need_root, need_cmd   exit 77 (CTest SKIP_RETURN_CODE) with a message
@@ -35,12 +38,14 @@ SR_AT_EXIT=()	# cleanup commands, run last-registered first
 SR_T0=$(date +%s.%N)
 
 # Knobs of sr_pair (a test may set them around a call; see sr_pair).
-SR_PAIR_TIMEOUT=${SR_PAIR_TIMEOUT:-90}
+SR_PAIR_TIMEOUT=${SR_PAIR_TIMEOUT:-60}
 SR_SRV_ENV=()
 SR_CLI_ENV=()
 SR_SRV_NS=
 SR_CLI_NS=
 SR_SERVER_HOST=localhost
+# shellcheck disable=SC2034	# (read by the test scripts that source this file)
+SR_SRV_RC='' SR_CLI_RC=''	# exit statuses of the last sr_pair, for a caller that judges them itself
 
 sr_elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
 
@@ -204,18 +209,6 @@ sr_wait_listen() {
 	return 1
 }
 
-# sr_wait_pid PID SECONDS: until PID ends (then reaps it and returns its status), else 255.
-sr_wait_pid() {
-	local pid=$1 secs=$2 t0=$SECONDS
-	while kill -0 "$pid" 2>/dev/null; do
-		if [ $((SECONDS - t0)) -ge "$secs" ]; then
-			return 255
-		fi
-		sleep 0.05
-	done
-	wait "$pid"
-}
-
 sr_forget_pid() {
 	local p keep=()
 	for p in "${SR_BG[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
@@ -225,38 +218,55 @@ sr_forget_pid() {
 sr_rc_text() {
 	case $1 in
 	0) echo "0" ;;
-	124) echo "124 (timed out after ${SR_PAIR_TIMEOUT} s)" ;;
-	137) echo "137 (killed)" ;;
-	143) echo "143 (terminated)" ;;
-	255) echo "none (still running; killed)" ;;
-	*) echo "$1" ;;
+	124 | 254) echo "$1 (timed out after ${SR_PAIR_TIMEOUT} s: killed)" ;;
+	137) echo "137 (SIGKILL)" ;;
+	143) echo "143 (SIGTERM)" ;;
+	255) echo "none (still running after the other side ended: killed)" ;;
+	*) if [ "$1" -gt 128 ]; then echo "$1 (signal $(($1 - 128)))"; else echo "$1"; fi ;;
 	esac
+}
+
+# sr_prog_pid TIMEOUT_PID: the program under `timeout` (ip netns exec, env and softrdma run
+# all exec, so it is timeout's only child).
+sr_prog_pid() { pgrep -P "$1" 2>/dev/null | head -n1; }
+
+# sr_snapshot PID FILE: the live counters of a process that is about to be killed (a killed
+# process dumps nothing at exit), from the files `softrdma stat` reads.
+sr_snapshot() {
+	[ -n "$1" ] || return 0
+	"$SR" stat "$1" >"$2" 2>&1 || true
 }
 
 # sr_pair NAME PROG [ARGS...]
 #
 # Runs "PROG ARGS -p PORT" as the server in the background and, once the server listens on
-# its TCP port, "PROG ARGS -p PORT HOST" as the client; PORT is a free TCP port. Both are
-# bounded by SR_PAIR_TIMEOUT seconds. Outputs (stdout and stderr together) go to
-# $SR_TMP/NAME.{srv,cli}.out and the counters dumped at exit to $SR_TMP/NAME.{srv,cli}.stats.
+# its TCP port, "PROG ARGS -p PORT HOST" as the client; PORT is a free TCP port. The pair has
+# SR_PAIR_TIMEOUT seconds; then whatever still runs is killed, after its live counters were
+# saved in $SR_TMP/NAME.{srv,cli}.live. Outputs (stdout and stderr together, line-buffered
+# so that a killed program's lines are kept) go to $SR_TMP/NAME.{srv,cli}.out and the
+# counters dumped at exit to $SR_TMP/NAME.{srv,cli}.stats.
 # Knobs: SR_SRV_ENV / SR_CLI_ENV (arrays of VAR=VALUE for one side), SR_SRV_NS / SR_CLI_NS
-# (network namespace of a side), SR_SERVER_HOST (what the client connects to: localhost).
+# (network namespace of a side), SR_SERVER_HOST (what the client connects to: localhost),
+# SR_PAIR_NOJUDGE=1 (the caller judges: no ok/FAIL is recorded, only printed).
 # Returns 0 when both sides exit 0; otherwise records a failure that shows both outputs.
+# Either way SR_SRV_RC and SR_CLI_RC hold the exit statuses (254: killed at the deadline,
+# 255: the server killed after the client had ended).
 sr_pair() {
 	local name=$1
 	shift
-	local port srv_pid srv_rc cli_rc t0 rc=0 w
+	local port srv_pid cli_pid srv_rc='' cli_rc='' t0 w deadline grace_end now
 	local srv_out=$SR_TMP/$name.srv.out cli_out=$SR_TMP/$name.cli.out
 	local srv_stats=$SR_TMP/$name.srv.stats cli_stats=$SR_TMP/$name.cli.stats
 	local to=$SR_PAIR_TIMEOUT
-	rm -f "$srv_out" "$cli_out" "$srv_stats" "$cli_stats"
+	rm -f "$SR_TMP/$name".*
 	port=$(sr_free_port) || { sr_fail "$name: no free TCP port"; return 1; }
 	t0=$(date +%s.%N)
 	echo "--- $name: $* (TCP port $port${SR_SRV_NS:+, server in $SR_SRV_NS}${SR_CLI_NS:+, client in $SR_CLI_NS})"
 
-	timeout -k 5 "$to" ${SR_SRV_NS:+ip netns exec "$SR_SRV_NS"} \
+	# `timeout` is only the backstop (the watchdog below acts first and saves the counters).
+	timeout -k 5 $((to + 30)) ${SR_SRV_NS:+ip netns exec "$SR_SRV_NS"} \
 		env "${SR_SRV_ENV[@]}" SOFTRDMA_STATS_DUMP="$srv_stats" \
-		"$SR" run -- "$@" -p "$port" >"$srv_out" 2>&1 &
+		"$SR" run -- stdbuf -oL -eL "$@" -p "$port" >"$srv_out" 2>&1 &
 	srv_pid=$!
 	SR_BG+=("$srv_pid")
 
@@ -277,33 +287,69 @@ sr_pair() {
 		return 1
 	fi
 
-	timeout -k 5 "$to" ${SR_CLI_NS:+ip netns exec "$SR_CLI_NS"} \
+	timeout -k 5 $((to + 30)) ${SR_CLI_NS:+ip netns exec "$SR_CLI_NS"} \
 		env "${SR_CLI_ENV[@]}" SOFTRDMA_STATS_DUMP="$cli_stats" \
-		"$SR" run -- "$@" -p "$port" "$SR_SERVER_HOST" >"$cli_out" 2>&1
-	cli_rc=$?
+		"$SR" run -- stdbuf -oL -eL "$@" -p "$port" "$SR_SERVER_HOST" >"$cli_out" 2>&1 &
+	cli_pid=$!
+	SR_BG+=("$cli_pid")
 
-	# The server finishes with the client; give it a little longer only if the client did.
-	if [ $cli_rc -eq 0 ]; then w=30; else w=5; fi
-	sr_wait_pid "$srv_pid" "$w"
-	srv_rc=$?
-	if [ $srv_rc -eq 255 ]; then
-		kill -TERM "$srv_pid" 2>/dev/null
-		wait "$srv_pid" 2>/dev/null
-	fi
+	# Watchdog: until both ended, or the deadline; the server gets a grace period once the
+	# client has ended (it finishes with the client: 30 s after a success, 5 s otherwise).
+	deadline=$((SECONDS + to))
+	grace_end=$deadline
+	while :; do
+		if [ -z "$cli_rc" ] && ! kill -0 "$cli_pid" 2>/dev/null; then
+			wait "$cli_pid"
+			cli_rc=$?
+			if [ "$cli_rc" -eq 0 ]; then w=30; else w=5; fi
+			[ $((SECONDS + w)) -lt "$grace_end" ] && grace_end=$((SECONDS + w))
+		fi
+		if [ -z "$srv_rc" ] && ! kill -0 "$srv_pid" 2>/dev/null; then
+			wait "$srv_pid"
+			srv_rc=$?
+		fi
+		[ -n "$cli_rc" ] && [ -n "$srv_rc" ] && break
+		now=$SECONDS
+		if [ "$now" -ge "$grace_end" ]; then
+			if [ -z "$cli_rc" ]; then
+				sr_snapshot "$(sr_prog_pid "$cli_pid")" "$SR_TMP/$name.cli.live"
+				kill -TERM "$cli_pid" 2>/dev/null
+				wait "$cli_pid" 2>/dev/null
+				cli_rc=254
+			fi
+			if [ -z "$srv_rc" ]; then
+				sr_snapshot "$(sr_prog_pid "$srv_pid")" "$SR_TMP/$name.srv.live"
+				kill -TERM "$srv_pid" 2>/dev/null
+				wait "$srv_pid" 2>/dev/null
+				if [ "$now" -ge "$deadline" ]; then srv_rc=254; else srv_rc=255; fi
+			fi
+			break
+		fi
+		sleep 0.05
+	done
 	sr_forget_pid "$srv_pid"
+	sr_forget_pid "$cli_pid"
+	# shellcheck disable=SC2034
+	SR_SRV_RC=$srv_rc SR_CLI_RC=$cli_rc
 
-	if [ $srv_rc -ne 0 ] || [ $cli_rc -ne 0 ]; then
-		sr_fail "$name: server exit $(sr_rc_text $srv_rc), client exit $(sr_rc_text $cli_rc)" \
+	if [ "${SR_PAIR_NOJUDGE:-0}" = 1 ]; then
+		echo "$name: server exit $(sr_rc_text "$srv_rc"), client exit $(sr_rc_text "$cli_rc")" \
+			"after $(sr_elapsed "$t0") s"
+		[ "$srv_rc" -eq 0 ] && [ "$cli_rc" -eq 0 ]
+		return
+	fi
+	if [ "$srv_rc" -ne 0 ] || [ "$cli_rc" -ne 0 ]; then
+		sr_fail "$name: server exit $(sr_rc_text "$srv_rc"), client exit $(sr_rc_text "$cli_rc")" \
 			"after $(sr_elapsed "$t0") s"
 		{
 			sr_tail "$srv_out"
 			sr_tail "$cli_out"
+			sr_show_stats "$name"
 		} >&2
-		rc=1
-	else
-		sr_ok "$name: both sides exited 0 in $(sr_elapsed "$t0") s"
+		return 1
 	fi
-	return $rc
+	sr_ok "$name: both sides exited 0 in $(sr_elapsed "$t0") s"
+	return 0
 }
 
 # sr_check_pingpong NAME SIZE ITERS: each side of sr_pair NAME printed
@@ -323,16 +369,28 @@ sr_stat() {
 	awk -v c="$2" '$1 !~ /^#/ && $2 == c { s += $3 } END { printf "%d\n", s }' "$1" 2>/dev/null ||
 		echo 0
 }
+# sr_side_stat NAME SIDE COUNTER: COUNTER of one side (srv, cli) of pair NAME: from the dump
+# at exit or, for a side that was killed, from the live counters saved before the kill.
+sr_side_stat() {
+	local f=$SR_TMP/$1.$2
+	if [ -s "$f.stats" ]; then
+		sr_stat "$f.stats" "$3"
+	elif [ -s "$f.live" ]; then
+		awk -v c="$3" 'NF == 2 && $1 == c { s += $2 } END { printf "%d\n", s }' "$f.live"
+	else
+		echo 0
+	fi
+}
 # sr_stat2 NAME COUNTER: COUNTER summed over both sides of pair NAME.
 sr_stat2() {
-	echo $(($(sr_stat "$SR_TMP/$1.srv.stats" "$2") + $(sr_stat "$SR_TMP/$1.cli.stats" "$2")))
+	echo $(($(sr_side_stat "$1" srv "$2") + $(sr_side_stat "$1" cli "$2")))
 }
 
 # Counters that must stay zero in any run of these tests, whatever faults are injected: the
 # transport recovers from loss silently, a program never sees an error.
-SR_NEVER_COUNTERS="tx_errors retry_exceeded rnr_retry_exceeded naks_rcvd access_naks_sent
-inv_req_naks_sent op_naks_sent cq_overflow drop_short drop_opcode drop_tver drop_pad drop_icrc
-drop_qp_type drop_src drop_pkey drop_qkey drop_too_long"
+SR_NEVER_COUNTERS=" tx_errors retry_exceeded rnr_retry_exceeded naks_rcvd access_naks_sent \
+inv_req_naks_sent op_naks_sent cq_overflow drop_short drop_opcode drop_tver drop_pad drop_icrc \
+drop_qp_type drop_src drop_pkey drop_qkey drop_too_long "
 
 # sr_check_stats NAME MIN_RX [ALLOWED...]
 # Both sides of pair NAME dumped their counters, received at least MIN_RX UDP payload bytes
@@ -355,7 +413,7 @@ sr_check_stats() {
 			case $allowed in *" $c "*) continue ;; esac
 			case $c in
 			drop_*) bad+=" $c=$v" ;;
-			*) case " $(echo $SR_NEVER_COUNTERS) " in *" $c "*) bad+=" $c=$v" ;; esac ;;
+			*) case $SR_NEVER_COUNTERS in *" $c "*) bad+=" $c=$v" ;; esac ;;
 			esac
 		done < <(awk '$1 !~ /^#/ && $3 != 0 { print $2, $3 }' "$f")
 		if [ -n "$bad" ]; then
@@ -367,11 +425,19 @@ sr_check_stats() {
 	done
 }
 
-# sr_show_stats NAME: both dumps, one line per side, for the log.
+# sr_show_stats NAME: the counters of both sides of pair NAME, one line each, for the log:
+# dumped at exit, or else the live ones saved before the side was killed.
 sr_show_stats() {
-	local side
+	local side f
 	for side in srv cli; do
-		echo "  $1 $side counters: $(awk '$1 !~ /^#/ { printf "%s=%s ", $2, $3 }' \
-			"$SR_TMP/$1.$side.stats" 2>/dev/null)"
+		f=$SR_TMP/$1.$side
+		if [ -s "$f.stats" ]; then
+			echo "  $1 $side counters: $(awk '$1 !~ /^#/ { printf "%s=%s ", $2, $3 }' "$f.stats")"
+		elif [ -s "$f.live" ]; then
+			echo "  $1 $side counters (live, before the kill): $(awk '/^pid / { next }
+				NF == 2 { printf "%s=%s ", $1, $2; next } { printf "[%s] ", $0 }' "$f.live")"
+		else
+			echo "  $1 $side counters: none"
+		fi
 	done
 }

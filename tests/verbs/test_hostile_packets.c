@@ -364,7 +364,8 @@ static void test_psn_window(void)
 	EXPECT_AETH(SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, E);
 	REQUIRE(send_write(&rp, v->qp_num, (E + 0x7fffff) & 0xffffff, (uintptr_t)tgt.p,
 			   tgt.mr->rkey, data, 64, 0) == 0);
-	REQUIRE(send_write(&rp, v->qp_num, (E + 1) & 0xffffff, (uintptr_t)tgt.p, tgt.mr->rkey,
+	/* Just past what the responder keeps after a gap (ooo_window, at most 256): dropped. */
+	REQUIRE(send_write(&rp, v->qp_num, (E + 0x100) & 0xffffff, (uintptr_t)tgt.p, tgt.mr->rkey,
 			   data, 64, 0) == 0);
 	EXPECT_DROP("drop_psn", b_psn, 3);
 	CHECK_EQ(vu_stat("seq_naks_sent") - b_seq, 1);
@@ -392,6 +393,91 @@ static void test_psn_window(void)
 	CHECK_EQ(vu_check(tgt.p + 4096, sizeof(data), 9), -1);
 	memset(tgt.p + 4096, GUARD, sizeof(data));
 	CHECK_TARGET();
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+}
+
+/* ---- requests after a gap: kept, then run in order once it is filled ------------------------ */
+/* Reads replies until an ACK/NAK with this syndrome and PSN; every earlier one must be a plain
+ * ACK for a PSN in [lo, psn). */
+static void expect_aeth_after_acks(uint8_t syn, uint32_t psn, uint32_t lo, int line)
+{
+	uint8_t buf[256];
+	struct sr_pkt pkt;
+	uint64_t end = vu_now_ms() + 2000;
+
+	while (vu_now_ms() < end) {
+		pump(1);
+		if (rp_recv(&rp, buf, sizeof(buf), &pkt, 0) <= 0)
+			continue;
+		uint8_t got = (pkt.mask & SR_M_AETH) ? sr_aeth_syndrome(sr_pkt_h(&pkt, SR_H_AETH))
+						     : 0;
+
+		if (pkt.opcode == OPC(ACK) && got == syn && pkt.psn == psn)
+			return;
+		if (pkt.opcode != OPC(ACK) || got != (SR_AETH_ACK | SR_AETH_ACK_UNLIMITED) ||
+		    ((pkt.psn - lo) & 0xffffff) >= ((psn - lo) & 0xffffff)) {
+			SR_FAIL("line %d: got %s syndrome 0x%02x PSN %u before syndrome 0x%02x PSN %u",
+				line, sr_opcode_name(pkt.opcode), got, pkt.psn, syn, psn);
+			return;
+		}
+	}
+	SR_FAIL("line %d: no ACK/NAK syndrome 0x%02x PSN %u", line, syn, psn);
+}
+
+static void test_out_of_order(void)
+{
+	const uint32_t E = 0xfffffe;	/* the gap straddles the PSN wrap */
+	const uint32_t ACK_OK = SR_AETH_ACK | SR_AETH_ACK_UNLIMITED;
+	uint8_t data[64];
+	int64_t b_kept, b_run, b_seq;
+	struct ibv_qp *v = victim(IBV_ACCESS_REMOTE_WRITE, E);
+
+	printf("requests after a gap: kept, run once it is filled\n");
+	b_kept = vu_stat("ooo_kept");
+	b_run = vu_stat("ooo_run");
+	b_seq = vu_stat("seq_naks_sent");
+	vu_fill(data, sizeof(data), 2);
+	REQUIRE(send_write(&rp, v->qp_num, (E + 2) & 0xffffff, (uintptr_t)tgt.p, tgt.mr->rkey,
+			   data, sizeof(data), 0) == 0);
+	EXPECT_AETH(SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, E);
+	vu_fill(data, sizeof(data), 1);
+	REQUIRE(send_write(&rp, v->qp_num, (E + 1) & 0xffffff, (uintptr_t)tgt.p + 1024,
+			   tgt.mr->rkey, data, sizeof(data), 0) == 0);
+	EXPECT_DROP("ooo_kept", b_kept, 2);
+	expect_no_reply(10);			/* one NAK per gap */
+	CHECK_EQ(vu_stat("seq_naks_sent") - b_seq, 1);
+	CHECK_TARGET();				/* nothing ran yet */
+	vu_fill(data, sizeof(data), 0);
+	REQUIRE(send_write(&rp, v->qp_num, E, (uintptr_t)tgt.p + 2048, tgt.mr->rkey, data,
+			   sizeof(data), 0) == 0);
+	expect_aeth_after_acks(ACK_OK, (E + 2) & 0xffffff, E, __LINE__);
+	EXPECT_DROP("ooo_run", b_run, 2);
+	CHECK_EQ(vu_check(tgt.p + 2048, sizeof(data), 0), -1);
+	CHECK_EQ(vu_check(tgt.p + 1024, sizeof(data), 1), -1);
+	CHECK_EQ(vu_check(tgt.p, sizeof(data), 2), -1);
+	memset(tgt.p, GUARD, 4096);
+	CHECK_TARGET();
+	/* A resend of a kept request is now a duplicate: re-ACKed, not run again. */
+	REQUIRE(send_write(&rp, v->qp_num, (E + 1) & 0xffffff, (uintptr_t)tgt.p + 1024,
+			   tgt.mr->rkey, data, sizeof(data), 0) == 0);
+	EXPECT_AETH(ACK_OK, (E + 2) & 0xffffff);
+	CHECK_TARGET();
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+
+	/* A kept request is checked when it runs, not when it is kept: a bad rkey is refused then
+	 * (access NAK, QP in error), and only the good request before it touched memory. */
+	v = victim(IBV_ACCESS_REMOTE_WRITE, 0x100);
+	vu_fill(data, sizeof(data), 3);
+	REQUIRE(send_write(&rp, v->qp_num, 0x101, (uintptr_t)tgt.p, tgt.mr->rkey ^ 0x5500, data,
+			   sizeof(data), 0) == 0);
+	EXPECT_AETH(SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, 0x100);
+	REQUIRE(send_write(&rp, v->qp_num, 0x100, (uintptr_t)tgt.p + 1024, tgt.mr->rkey, data,
+			   sizeof(data), 0) == 0);
+	expect_aeth_after_acks(SR_AETH_NAK | SR_NAK_REM_ACCESS_ERR, 0x101, 0x100, __LINE__);
+	CHECK_EQ(vu_check(tgt.p + 1024, sizeof(data), 3), -1);
+	memset(tgt.p + 1024, GUARD, sizeof(data));
+	CHECK_TARGET();
+	CHECK_EQ(vu_qp_state(v), IBV_QPS_ERR);
 	CHECK_EQ(ibv_destroy_qp(v), 0);
 }
 
@@ -502,6 +588,7 @@ int main(void)
 	CHECK_EQ(ibv_destroy_qp(v), 0);
 	test_refused();
 	test_psn_window();
+	test_out_of_order();
 	test_fuzz();
 	test_still_works();
 

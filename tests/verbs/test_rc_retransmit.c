@@ -5,7 +5,7 @@
  * the QP sends and answers with hand-made ACKs and NAKs. Each resent packet must carry the PSN,
  * opcode and payload of the original: a retransmission is the same packet again (IBA 9.7.5.1.x).
  *
- * SOFTRDMA_MAX_INFLIGHT=8 keeps the send window small and predictable: 8 packets at first, 4
+ * SOFTRDMA_MAX_INFLIGHT=8 keeps the send window small and predictable: 8 packets at first, 6
  * after a loss.
  */
 #include "sr_test.h"
@@ -30,6 +30,7 @@ struct got {
 	uint32_t paylen;
 	uint8_t payload[MTU];
 	uint64_t va;
+	bool ackreq;
 };
 
 /* The next request packet the QP sends (within ms); false when none comes. */
@@ -46,13 +47,16 @@ static bool next_pkt(struct got *g, int ms)
 	g->paylen = pkt.paylen;
 	memcpy(g->payload, sr_pkt_payload(&pkt), pkt.paylen < MTU ? pkt.paylen : MTU);
 	g->va = (pkt.mask & SR_M_RETH) ? sr_reth_va(sr_pkt_h(&pkt, SR_H_RETH)) : 0;
+	g->ackreq = pkt.ackreq;
 	return true;
 }
 
-/* The next packet is (opcode, psn) and carries bytes [off, off + len) of the message at msg. */
-#define EXPECT_PKT(op, psn, msg, off, len) expect_pkt(op, psn, msg, off, len, __LINE__)
+/* The next packet is (opcode, psn) and carries bytes [off, off + len) of the message at msg.
+ * EXPECT_REPAIR: and it asks for an ACK (a packet resent alone after a NAK). */
+#define EXPECT_PKT(op, psn, msg, off, len) expect_pkt(op, psn, msg, off, len, false, __LINE__)
+#define EXPECT_REPAIR(op, psn, msg, off, len) expect_pkt(op, psn, msg, off, len, true, __LINE__)
 static bool expect_pkt(uint8_t op, uint32_t psn, const uint8_t *msg, uint32_t off, uint32_t len,
-		       int line)
+		       bool ackreq, int line)
 {
 	struct got g;
 
@@ -68,6 +72,10 @@ static bool expect_pkt(uint8_t op, uint32_t psn, const uint8_t *msg, uint32_t of
 	if (g.paylen != len || memcmp(g.payload, msg + off, len)) {
 		SR_FAIL("line %d: %s PSN %u carries %u bytes, not bytes %u..%u of its message", line,
 			sr_opcode_name(op), psn, g.paylen, off, off + len);
+		return false;
+	}
+	if (ackreq && !g.ackreq) {
+		SR_FAIL("line %d: %s PSN %u does not ask for an ACK", line, sr_opcode_name(op), psn);
 		return false;
 	}
 	return true;
@@ -157,12 +165,29 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 	ok = ok && EXPECT_PKT(last, P + 7, b, MTU, MTU);
 	if (!ok)
 		goto out;
-	/* Back to A's start: the window is now 4. */
-	if (by_nak)
+	if (by_nak) {
+		/* The NAK: A's FIRST alone, then (the peer acknowledges only that one: it keeps
+		 * nothing after a gap) go-back-N from P + 1 with the window now 6 (three
+		 * quarters), up to B's FIRST. */
 		ack(P, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
-	ok = EXPECT_PKT(first, P, a, 0, MTU);
-	for (uint32_t i = 1; ok && i < 4; i++)
-		ok = EXPECT_PKT(middle, P + i, a, i * MTU, MTU);
+		ok = EXPECT_REPAIR(first, P, a, 0, MTU);
+		EXPECT_QUIET(20);
+		ack(P, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		for (uint32_t i = 1; ok && i < 5; i++)
+			ok = EXPECT_PKT(middle, P + i, a, i * MTU, MTU);
+		ok = ok && EXPECT_PKT(last, P + 5, a, 5 * MTU, MTU);
+		ok = ok && EXPECT_PKT(first, P + 6, b, 0, MTU);
+	} else {
+		/* No answer: two tail-loss probes (A's FIRST alone, after 2 RTTs and again),
+		 * which the peer loses; then the fast retransmission goes back to A's start with
+		 * the window now 6 (three quarters), A alone. */
+		ok = EXPECT_REPAIR(first, P, a, 0, MTU);
+		ok = ok && EXPECT_REPAIR(first, P, a, 0, MTU);
+		ok = ok && EXPECT_PKT(first, P, a, 0, MTU);
+		for (uint32_t i = 1; ok && i < 5; i++)
+			ok = EXPECT_PKT(middle, P + i, a, i * MTU, MTU);
+		ok = ok && EXPECT_PKT(last, P + 5, a, 5 * MTU, MTU);
+	}
 	if (!ok)
 		goto out;
 	/* The ACK of the first flight, up to B's FIRST: A is done, B's LAST is missing. */
@@ -202,14 +227,22 @@ static void nak_mid_message(void)
 	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), (P + 5) & 0xffffff, a, 5 * MTU, MTU);
 	if (!ok)
 		goto out;
-	/* Packets P..P+2 arrived, P+3 did not. */
+	/* Packets P..P+2 arrived, P+3 did not: P+3 is resent alone, asking for an ACK. */
 	ack((P + 3) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
-	ok = EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 3) & 0xffffff, a, 3 * MTU, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 4) & 0xffffff, a, 4 * MTU, MTU);
+	ok = EXPECT_REPAIR(OPC(WRITE_MIDDLE), (P + 3) & 0xffffff, a, 3 * MTU, MTU);
+	if (!ok)
+		goto out;
+	/* A duplicate of the NAK changes nothing (the repair is under way). */
+	ack((P + 3) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	EXPECT_QUIET(20);
+	/* The peer acknowledges P+3 alone: it dropped P+4 and P+5 (IBA go-back-N). They are
+	 * resent, each as itself. */
+	ack((P + 3) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	ok = EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 4) & 0xffffff, a, 4 * MTU, MTU);
 	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), (P + 5) & 0xffffff, a, 5 * MTU, MTU);
 	if (!ok)
 		goto out;
-	/* A duplicate of the NAK changes nothing (the rewind is under way). */
+	/* A NAK for a PSN already acknowledged is stale: nothing happens. */
 	ack((P + 3) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
 	EXPECT_QUIET(20);
 	ack((P + 5) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
@@ -219,6 +252,84 @@ static void nak_mid_message(void)
 	ack((P + 100) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 	EXPECT_QUIET(20);
 	CHECK_EQ(vu_qp_state(qp), IBV_QPS_RTS);
+	/* The QP has learnt that this peer keeps nothing after a gap: the next NAK means
+	 * go-back-N at once (Q = P + 6). */
+	CHECK_EQ(vu_post_rdma(qp, 4, IBV_WR_RDMA_WRITE, lb.mr, a, 4 * MTU, RVA, RKEY, 0), 0);
+	ok = EXPECT_PKT(OPC(WRITE_FIRST), (P + 6) & 0xffffff, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 3; i++)
+		ok = EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 6 + i) & 0xffffff, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), (P + 9) & 0xffffff, a, 3 * MTU, MTU);
+	if (!ok)
+		goto out;
+	ack((P + 7) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	ok = EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 7) & 0xffffff, a, 1 * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), (P + 8) & 0xffffff, a, 2 * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), (P + 9) & 0xffffff, a, 3 * MTU, MTU);
+	if (!ok)
+		goto out;
+	ack((P + 9) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 4 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("second WRITE did not complete: %s", vu_wc_str(&wc));
+out:
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
+/*
+ * A peer that keeps the packets after a gap (as softrdma's responder does): each NAK gets the
+ * missing packet alone, and the answer to it acknowledges what the peer kept -- or NAKs the
+ * next gap.
+ */
+static void repair_keeper(void)
+{
+	const uint32_t P = 500, Q = P + 8;
+	const uint8_t *a = lb.p;
+	struct ibv_wc wc;
+	bool ok;
+
+	printf("WRITE of 8 packets, two holes repaired one packet each; then another WRITE\n");
+	qp = make_qp(P, 0);
+	vu_fill(lb.p, 8 * MTU, 4);
+	CHECK_EQ(vu_post_rdma(qp, 5, IBV_WR_RDMA_WRITE, lb.mr, a, 8 * MTU, RVA, RKEY, 0), 0);
+	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 7; i++)
+		ok = EXPECT_PKT(OPC(WRITE_MIDDLE), P + i, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 7, a, 7 * MTU, MTU);
+	if (!ok)
+		goto out;
+	ack(P + 2, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);		/* P+2 and P+5 lost */
+	ok = EXPECT_REPAIR(OPC(WRITE_MIDDLE), P + 2, a, 2 * MTU, MTU);
+	if (!ok)
+		goto out;
+	EXPECT_QUIET(20);
+	ack(P + 5, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);		/* had P+3, P+4: next hole */
+	ok = EXPECT_REPAIR(OPC(WRITE_MIDDLE), P + 5, a, 5 * MTU, MTU);
+	if (!ok)
+		goto out;
+	EXPECT_QUIET(20);
+	ack(P + 7, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);	/* had the rest */
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 5 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("WRITE did not complete: %s", vu_wc_str(&wc));
+
+	/* The next loss of a message: one packet again. */
+	CHECK_EQ(vu_post_rdma(qp, 6, IBV_WR_RDMA_WRITE, lb.mr, a, 4 * MTU, RVA, RKEY, 0), 0);
+	ok = EXPECT_PKT(OPC(WRITE_FIRST), Q, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 3; i++)
+		ok = EXPECT_PKT(OPC(WRITE_MIDDLE), Q + i, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), Q + 3, a, 3 * MTU, MTU);
+	if (!ok)
+		goto out;
+	ack(Q, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	ok = EXPECT_REPAIR(OPC(WRITE_FIRST), Q, a, 0, MTU);
+	if (!ok)
+		goto out;
+	EXPECT_QUIET(20);
+	ack(Q + 3, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 6 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("second WRITE did not complete: %s", vu_wc_str(&wc));
+	EXPECT_QUIET(20);
 out:
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	drain_raw();
@@ -268,6 +379,7 @@ int main(void)
 	REQUIRE(cq);
 
 	nak_mid_message();
+	repair_keeper();
 	rnr_resend();
 	ack_covers_next_wqe(false, false);
 	ack_covers_next_wqe(false, true);
