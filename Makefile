@@ -12,7 +12,8 @@ CTEST_ARGS ?=
 
 # Debian packages the build and the suite need. Why each one is here: see README.md.
 DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
-           ibverbs-utils rdmacm-utils perftest tshark iproute2 python3
+           ibverbs-utils rdmacm-utils perftest tshark iproute2 python3 \
+           netcat-openbsd netcat-traditional
 
 .PHONY: all deps build build-san demo check test clean
 

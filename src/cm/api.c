@@ -308,6 +308,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	default:
 		break;
 	}
+	if (id->remote_id && id->peer_cm.ss_family)
+		cm_timewait_add((struct sockaddr *)&id->peer_cm, id->remote_id);
 	id->state = CM_DESTROYING;
 	id->txlen = 0;
 	if (cid->event) {

@@ -358,6 +358,30 @@ static void set_port(struct sockaddr *a, uint16_t port)
 struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
 			  enum ibv_qp_type qpt);
 
+void cm_timewait_add(const struct sockaddr *peer, uint32_t remote_id)
+{
+	struct cm_timewait *t = &cm.tw[cm.tw_next++ % (sizeof(cm.tw) / sizeof(cm.tw[0]))];
+
+	memset(&t->peer, 0, sizeof(t->peer));
+	memcpy(&t->peer, peer, sa_len(peer));
+	t->remote_id = remote_id;
+	t->until_ms = cm_now_ms() + CM_TIMEWAIT_MS;
+}
+
+static bool in_timewait(const struct sockaddr *from, uint32_t remote_id)
+{
+	uint64_t now = cm_now_ms();
+
+	for (size_t i = 0; i < sizeof(cm.tw) / sizeof(cm.tw[0]); i++) {
+		const struct cm_timewait *t = &cm.tw[i];
+
+		if (t->until_ms > now && t->remote_id == remote_id &&
+		    sa_eq((const struct sockaddr *)&t->peer, from))
+			return true;
+	}
+	return false;
+}
+
 static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct sockaddr *to,
 		   const struct cm_msg *m)
 {
@@ -370,6 +394,11 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 				sys_sendto(s->fd, c->txbuf, c->txlen, MSG_DONTWAIT, from, sa_len(from));
 			return;
 		}
+	}
+	if (in_timewait(from, m->src_id)) {
+		cm_count("cm_drop_unknown");	/* a late copy of a REQ we answered and ended */
+		reject_unknown(s, from, m, CM_REJ_STALE_CONN);
+		return;
 	}
 	if (!l) {
 		reject_unknown(s, from, m, CM_REJ_INVALID_SERVICE_ID);

@@ -140,8 +140,22 @@ struct cm_global {
 	struct cm_id *ids;
 	uint32_t next_local_id;
 	uint16_t next_port;
+	/* Time-wait: connections a listener's side has ended (rejected or destroyed). A REQ that
+	 * repeats one of them (a retransmission or a replay arriving late) is answered with a
+	 * stale-connection REJ instead of becoming a second CONNECT_REQUEST. A ring: the oldest
+	 * entry is reused first. */
+	struct cm_timewait {
+		struct sockaddr_storage peer;
+		uint32_t remote_id;
+		uint64_t until_ms;
+	} tw[64];
+	unsigned tw_next;
 };
 extern struct cm_global cm;
+
+#define CM_TIMEWAIT_MS 10000
+/* Remembers a passive-side connection that ended (cm.lock held). */
+void cm_timewait_add(const struct sockaddr *peer, uint32_t remote_id);
 
 int cm_start(void);			/* starts the thread (cm.lock held) */
 /* Counts a CM event in softrdma's counters (softrdma stat), when running on softrdma. */

@@ -209,6 +209,17 @@ sr_wait_listen() {
 	return 1
 }
 
+# sr_wait_pid PID SECONDS: until PID (a child of this shell) ends, then reaps it and returns
+# its status; 255 if it still runs after SECONDS.
+sr_wait_pid() {
+	local pid=$1 secs=$2 t0=$SECONDS
+	while kill -0 "$pid" 2>/dev/null; do
+		[ $((SECONDS - t0)) -ge "$secs" ] && return 255
+		sleep 0.05
+	done
+	wait "$pid"
+}
+
 sr_forget_pid() {
 	local p keep=()
 	for p in "${SR_BG[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done

@@ -48,7 +48,7 @@
 #define RS_EXPORT __attribute__((visibility("default")))
 
 /* ---- defaults and limits ------------------------------------------------------------------ */
-#define RS_DEF_BUF (256u << 10)		/* receive ring and send buffer */
+#define RS_DEF_BUF (1024u << 10)		/* receive ring and send buffer */
 #define RS_MIN_BUF (4u << 10)
 #define RS_MAX_BUF (64u << 20)
 #define RS_DEF_SQ 256
@@ -58,7 +58,7 @@
 #define RS_DEF_INLINE 64
 #define RS_MAX_INLINE 512
 #define RS_CTRL_EXTRA 8			/* receive slots beyond the credits, for CREDIT messages */
-#define RS_MAX_XFER (64u << 10)		/* largest data write */
+#define RS_MAX_XFER (256u << 10)	/* largest data write */
 #define RS_DEF_POLL_US 10		/* busy polling before sleeping */
 #define RS_SPIN_MAX_MS 2			/* rpoll polls (yielding) through timeouts this short */
 #define RS_WAKE_MS 1000			/* longest single sleep (guards against lost wake-ups) */
