@@ -369,6 +369,7 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint32_t msn;
 	bool nak_sent;			/* silently drop out-of-sequence packets until epsn (C9-...) */
 	bool comm_est;			/* COMM_EST raised */
+	bool lossy;			/* has NAKed a gap: the path loses packets */
 	bool in_send;			/* a multi-packet SEND is in progress */
 	bool in_write;			/* a multi-packet WRITE is in progress */
 	bool uc_drop;			/* UC: drop the rest of a broken message */
@@ -455,6 +456,7 @@ void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
 /* Sends the coalesced ACKs of the batch just processed (rx_lock held). */
 void sr_resp_flush_acks(struct sr_nic *nic);
+void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK on destroy */
 /* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
 

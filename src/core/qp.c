@@ -319,6 +319,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
+	sr_resp_final_ack(qp);
 	qp->state = IBV_QPS_RESET;	/* the engine ignores it from now on */
 	qp->rexmit_at = 0;
 	pthread_mutex_unlock(&qp->lock);

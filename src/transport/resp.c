@@ -63,6 +63,7 @@ int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syn)
 	default:
 		switch (syn & SR_AETH_VALUE_MASK) {
 		case SR_NAK_PSN_SEQ_ERR:
+			qp->resp.lossy = true;
 			sr_stat_inc(st, SR_STAT_seq_naks_sent);
 			break;
 		case SR_NAK_REM_ACCESS_ERR:
@@ -91,6 +92,27 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
 	sr_qp_ref(qp);
 	qp->resp.ack_next = nic->ack_list;
 	nic->ack_list = qp;
+}
+
+/*
+ * A connected RC QP is being destroyed. Its peer may still be waiting for the ACK of the last
+ * message this responder executed (the application saw the data and quit: ibv_rc_pingpong's
+ * client does exactly that), and if that one ACK is lost the peer can only retransmit into a
+ * QP that no longer exists and end in IBV_WC_RETRY_EXC_ERR. So, on a path that has shown
+ * loss (this responder NAKed a gap; a duplicate alone may be a spurious probe), the last
+ * ACK goes out twice more: duplicate ACKs are harmless to an IBA requester. A clean path gets
+ * no extra packet (the peer, gone too by then, would count it as drop_qpn). Called with qp->lock held.
+ */
+void sr_resp_final_ack(struct sr_qp *qp)
+{
+	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->resp.lossy ||
+	    qp->resp.epsn == qp->attr.rq_psn)
+		return;
+	if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
+	    qp->state != IBV_QPS_SQE)
+		return;
+	for (int i = 0; i < 2; i++)
+		sr_send_ack(qp, sr_psn_add(qp->resp.epsn, -1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 }
 
 void sr_resp_flush_acks(struct sr_nic *nic)
