@@ -26,13 +26,15 @@ need_cmd rstream riostream rcopy udpong ss sha256sum cmp
 PRELOAD=${SR_RSPRELOAD:-/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so.1}
 export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 HOST=127.0.0.1
+# The network namespace and device of each side ('' on loopback), and a name prefix.
+RS_SRV_NS='' RS_CLI_NS='' RS_SRV_DEV='' RS_CLI_DEV='' RS_MODE=''
 
 # rs_port: a port no TCP or UDP socket uses (rsockets listen on the CM's UDP port).
 rs_port() {
 	local p i
 	for i in $(seq 200); do
 		p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
-		[ -z "$(ss -Htuan "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
+		[ -z "$(sr_in_ns "$RS_SRV_NS" ss -Htuan "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
 	done
 	echo "rs_port: no free port" >&2
 	return 1
@@ -43,7 +45,7 @@ rs_port() {
 rs_wait_udp() {
 	local port=$1 pid=$2 secs=$3 t0=$SECONDS
 	while [ $((SECONDS - t0)) -lt "$secs" ]; do
-		[ -n "$(ss -Hlun "sport = :$port" 2>/dev/null)" ] && return 0
+		[ -n "$(sr_in_ns "$RS_SRV_NS" ss -Hlun "sport = :$port" 2>/dev/null)" ] && return 0
 		kill -0 "$pid" 2>/dev/null || return 2
 		sleep 0.05
 	done
@@ -55,7 +57,8 @@ rs_wait_udp() {
 rs_server() {
 	local name=$1 secs=$2
 	shift 2
-	timeout -k 5 "$secs" env SOFTRDMA_STATS_DUMP="$SR_TMP/$name.srv.stats" "$@" \
+	timeout -k 5 "$secs" ${RS_SRV_NS:+ip netns exec "$RS_SRV_NS"} \
+		env ${RS_SRV_DEV:+SOFTRDMA_NETDEV=$RS_SRV_DEV} SOFTRDMA_STATS_DUMP="$SR_TMP/$name.srv.stats" "$@" \
 		>"$SR_TMP/$name.srv.out" 2>&1 &
 	RS_PID=$!
 	SR_BG+=("$RS_PID")
@@ -66,7 +69,8 @@ rs_server() {
 rs_client() {
 	local name=$1 secs=$2
 	shift 2
-	timeout -k 5 "$secs" env SOFTRDMA_STATS_DUMP="$SR_TMP/$name.cli.stats" "$@" \
+	timeout -k 5 "$secs" ${RS_CLI_NS:+ip netns exec "$RS_CLI_NS"} \
+		env ${RS_CLI_DEV:+SOFTRDMA_NETDEV=$RS_CLI_DEV} SOFTRDMA_STATS_DUMP="$SR_TMP/$name.cli.stats" "$@" \
 		>"$SR_TMP/$name.cli.out" 2>&1
 }
 
@@ -176,7 +180,7 @@ rs_rio riostream_bw64k -S 65536 -C 300 -I 2 -T v
 
 # ---- rcopy: 64 MiB, byte for byte ----------------------------------------------------------
 rs_rcopy() {
-	local name=rcopy port src=$SR_TMP/rcopy.src dst=$SR_TMP/rcopy.dst rc t0
+	local name=${RS_MODE}rcopy port src=$SR_TMP/rcopy.src dst=$SR_TMP/rcopy.dst rc t0
 	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
 	head -c $((64 << 20)) /dev/urandom >"$src"
 	echo "--- $name: 64 MiB (port $port)"
@@ -204,7 +208,7 @@ rs_rcopy
 # ---- udpong ------------------------------------------------------------------------------------
 # udpong prints through stdio: line-buffered, so a run cut short still shows how far it got.
 rs_udpong() {
-	local name=udpong port rc try ok= livelock=0 n out
+	local name=${RS_MODE}udpong port rc try ok= livelock=0 n out
 	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
 	echo "--- $name: datagrams (port $port)"
 	rs_server "$name" 300 udpong -p "$port" -b "$HOST"
@@ -255,7 +259,7 @@ rs_udpong
 # and crashes in programs that call fcntl() before any socket call (socat): the client is
 # netcat-openbsd, the server netcat-traditional.
 rs_preload() {
-	local name=preload port src=$SR_TMP/preload.src dst=$SR_TMP/preload.dst rc srv_rc t0 rx
+	local name=${RS_MODE}preload port src=$SR_TMP/preload.src dst=$SR_TMP/preload.dst rc srv_rc t0 rx
 	if [ ! -r "$PRELOAD" ] || ! command -v nc >/dev/null || ! command -v nc.traditional >/dev/null; then
 		sr_fail "$name: needs $PRELOAD, nc (netcat-openbsd) and nc.traditional (netcat-traditional)"
 		return
@@ -264,12 +268,14 @@ rs_preload() {
 	head -c $((64 << 20)) /dev/urandom >"$src"
 	echo "--- $name: 64 MiB through LD_PRELOAD=$(basename "$PRELOAD") (port $port)"
 	t0=$(date +%s.%N)
-	timeout -k 5 120 env LD_PRELOAD="$PRELOAD" SOFTRDMA_STATS_DUMP="$SR_TMP/$name.srv.stats" \
+	timeout -k 5 120 ${RS_SRV_NS:+ip netns exec "$RS_SRV_NS"} \
+		env ${RS_SRV_DEV:+SOFTRDMA_NETDEV=$RS_SRV_DEV} LD_PRELOAD="$PRELOAD" SOFTRDMA_STATS_DUMP="$SR_TMP/$name.srv.stats" \
 		nc.traditional -l -q 1 -s "$HOST" -p "$port" >"$dst" 2>"$SR_TMP/$name.srv.out" &
 	RS_PID=$!
 	SR_BG+=("$RS_PID")
 	rs_ready "$name" "$port" || return
-	timeout -k 5 90 env LD_PRELOAD="$PRELOAD" SOFTRDMA_STATS_DUMP="$SR_TMP/$name.cli.stats" \
+	timeout -k 5 90 ${RS_CLI_NS:+ip netns exec "$RS_CLI_NS"} \
+		env ${RS_CLI_DEV:+SOFTRDMA_NETDEV=$RS_CLI_DEV} LD_PRELOAD="$PRELOAD" SOFTRDMA_STATS_DUMP="$SR_TMP/$name.cli.stats" \
 		nc -N "$HOST" "$port" <"$src" >"$SR_TMP/$name.cli.out" 2>&1
 	rc=$?
 	sr_wait_pid "$RS_PID" 30
@@ -290,4 +296,33 @@ rs_preload() {
 }
 rs_preload
 
+# ---- the same between two network namespaces joined by a veth pair (root only) --------------
+# rstream's sweep, rcopy, udpong and librspreload, each side's device bound to its veth.
+if [ "$(id -u)" != 0 ] || ! ip netns add "sr-probe-$$" >/dev/null 2>&1; then
+	echo "NOTE: not root or no network namespaces here: the namespace half is skipped"
+	sr_finish
+fi
+ip netns del "sr-probe-$$"
+NSA=sr-rsa-$$ NSB=sr-rsb-$$ VA=rsa$$ VB=rsb$$
+NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
+sr_at_exit "ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null"
+if ip netns add "$NSA" && ip netns add "$NSB" &&
+	ip link add "$VA" type veth peer name "$VB" &&
+	ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
+	ip -n "$NSA" addr add "$NET.1/24" dev "$VA" && ip -n "$NSB" addr add "$NET.2/24" dev "$VB" &&
+	ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
+	ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up &&
+	ip -n "$NSA" link set "$VA" mtu 9000 && ip -n "$NSB" link set "$VB" mtu 9000
+then
+	# MTU 9000: a RoCE MTU of 4096 as on loopback, so udpong's datagrams up to 1.5 KiB fit
+	# (at 1500 the RoCE MTU is 1024 and rsend rightly says EMSGSIZE, as over UD on rxe).
+	echo "=== namespaces $NSA ($NET.1 on $VA) and $NSB ($NET.2 on $VB)"
+	RS_SRV_NS=$NSA RS_CLI_NS=$NSB RS_SRV_DEV=$VA RS_CLI_DEV=$VB RS_MODE=ns. HOST=$NET.1
+	rs_stream_pair ns.rstream rstream
+	rs_rcopy
+	rs_udpong
+	rs_preload
+else
+	sr_fail "could not set up the namespaces and the veth pair"
+fi
 sr_finish
