@@ -108,14 +108,14 @@ fi
 
 # --- UC and UD: reordering only, single-packet messages (see the top of this file).
 name=uc_reorder
-if faulty $name 20 reorder=0.05 ibv_uc_pingpong -g 0 -s 1024 -c; then
+if faulty $name 60 reorder=0.05 ibv_uc_pingpong -g 0 -s 1024 -c; then
 	sr_check_pingpong $name 1024 1000
 	sr_check_stats $name $((1024 * 1000))
 fi
 expect_sum $name fault_reorder 1
 
 name=ud_reorder
-if faulty $name 20 reorder=0.05 ibv_ud_pingpong -g 0 -s 2048 -c; then
+if faulty $name 60 reorder=0.05 ibv_ud_pingpong -g 0 -s 2048 -c; then
 	sr_check_pingpong $name 2048 1000
 	sr_check_stats $name $((2048 * 1000))
 fi
