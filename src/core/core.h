@@ -165,6 +165,7 @@ struct sr_mr {
 	uint64_t length;
 	unsigned access;
 	bool pinned;
+	bool odp;			/* IBV_ACCESS_ON_DEMAND: never pinned; pages checked per access */
 };
 static inline struct sr_mr *sr_mr(struct ibv_mr *m) { return (struct sr_mr *)m; }
 

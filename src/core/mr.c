@@ -9,6 +9,14 @@
  *
  * softrdma reaches registered memory through this process's virtual addresses, so nothing has
  * to be pinned; the `pin` parameter locks it anyway (mlock) for users who want it resident.
+ *
+ * On-Demand Paging (IBV_ACCESS_ON_DEMAND) MRs are never locked, and may cover address space
+ * that is not (or no longer) mapped, up to the whole of it (implicit ODP: NULL, SIZE_MAX).
+ * Before the engine touches an ODP range, sr_mr_get() faults it in with madvise
+ * MADV_POPULATE_READ / _WRITE, which fails cleanly on a hole or a read-only mapping: the access
+ * is then refused (remote access error / local protection error) instead of the stack taking
+ * a SIGSEGV. (The application could still unmap between that check and the copy; that window
+ * is the width of one packet's copy.)
  */
 #include <errno.h>
 #include <sched.h>
@@ -16,13 +24,38 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "core/log.h"
 #include "core/param.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22	/* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23
+#endif
+
 #define SR_KEY_INDEX(k) ((k) >> 8)
 #define SR_KEY_TAG(k) ((k)&0xffu)
+
+/* Faults [p, p + len) in, writable if asked: 0, or -EFAULT if part of it is not mapped so. */
+static int odp_fault(const uint8_t *p, uint64_t len, bool write)
+{
+	static long page;
+	uintptr_t a, e;
+
+	if (!len)
+		return 0;
+	if (!page)
+		page = sysconf(_SC_PAGESIZE);
+	a = (uintptr_t)p & ~(uintptr_t)(page - 1);
+	e = (uintptr_t)p + len;
+	if (e < (uintptr_t)p)
+		return -EFAULT;
+	if (madvise((void *)a, e - a, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0)
+		return 0;
+	return errno == EINVAL ? -EOPNOTSUPP : -EFAULT;
+}
 
 uint8_t sr_random8(void)
 {
@@ -64,6 +97,15 @@ struct sr_mr *sr_mr_get(struct sr_nic *nic, uint32_t key, bool remote, struct sr
 		goto fail;
 	}
 	*ptr = mr->base + (va - mr->iova);
+	if (mr->odp) {
+		sr_stat_inc(&nic->stats, SR_STAT_odp_accesses);
+		if (odp_fault(*ptr, len, access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						   IBV_ACCESS_REMOTE_ATOMIC))) {
+			sr_stat_inc(&nic->stats, SR_STAT_odp_access_errors);
+			*err = SR_ACC_BOUNDS;
+			goto fail;
+		}
+	}
 	*err = SR_ACC_OK;
 	return mr;
 fail:
@@ -94,13 +136,11 @@ static int mr_pin(void *addr, size_t len)
 #define SR_MR_ACCESS_OK                                                                     \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |         \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |             \
-	 IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_HUGETLB)
+	 IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND)
 
 int sr_mr_check_access(unsigned access)
 {
 	access &= ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE;	/* optional: may be ignored */
-	if (access & IBV_ACCESS_ON_DEMAND)
-		return -EOPNOTSUPP;
 	if (access & ~SR_MR_ACCESS_OK)
 		return -EINVAL;
 	/* IBA 10.6.3.1 / C10-...: remote write and atomic need local write. */
@@ -130,14 +170,20 @@ int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsign
 	ret = sr_mr_check_access(access);
 	if (ret)
 		return ret;
-	if (!addr && length)
+	/* Implicit ODP: the whole address space, ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND | ...). */
+	bool implicit = !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+
+	if (!addr && length && !implicit)
 		return -EINVAL;
-	if ((uintptr_t)addr + length < (uintptr_t)addr || iova + length < iova)
+	if (implicit)
+		iova = 0;
+	else if ((uintptr_t)addr + length < (uintptr_t)addr || iova + length < iova)
 		return -EINVAL;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
-	if (sr_params()->pin) {
+	mr->odp = access & IBV_ACCESS_ON_DEMAND;
+	if (sr_params()->pin && !mr->odp) {
 		ret = mr_pin(addr, length);
 		if (ret) {
 			free(mr);
@@ -209,6 +255,9 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 	}
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && !addr && length)
 		return -EINVAL;
+	/* An ODP MR stays ODP and the reverse (as mlx5: no rereg into or out of ODP). */
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !(access & IBV_ACCESS_ON_DEMAND) != !mr->odp)
+		return -EOPNOTSUPP;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return -EINVAL;
 
@@ -227,6 +276,8 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		mr->ibmr.length = length;
 		if (mr->pinned && mr_pin(addr, length))
 			mr->pinned = false;
+		if (mr->odp && !addr && length == SIZE_MAX)
+			mr->iova = 0;	/* implicit ODP again */
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		atomic_fetch_sub(&mr->pd->users, 1);
@@ -241,5 +292,68 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 	pthread_mutex_lock(&mr->nic->keys.lock);
 	mr->nic->keys.slot[mr->index] = mr;
 	pthread_mutex_unlock(&mr->nic->keys.lock);
+	return 0;
+}
+
+/*
+ * ibv_advise_mr: prefetch ODP ranges. PREFETCH faults pages in for reading, PREFETCH_WRITE for
+ * writing (the MR must allow local write), PREFETCH_NO_FAULT only hints (MADV_WILLNEED: what
+ * is in the page cache gets mapped, nothing is faulted). Always synchronous, so
+ * IBV_ADVISE_MR_FLAG_FLUSH is honoured trivially. Errors as the kernel's: an lkey that is not an
+ * ODP MR of this PD (or not writable for PREFETCH_WRITE) is ENOENT, a range outside the MR or
+ * not mapped is EFAULT. Returns a positive errno (the verbs_context convention).
+ */
+int sr_mr_advise(struct sr_pd *pd, int advice, uint32_t flags, const struct ibv_sge *sge,
+		 uint32_t num_sge)
+{
+	struct sr_nic *nic = pd->ctx->nic;
+
+	if (!num_sge || !sge)
+		return EINVAL;
+	if (flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH)
+		return EOPNOTSUPP;
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return EOPNOTSUPP;
+	for (uint32_t i = 0; i < num_sge; i++) {
+		uint32_t index = SR_KEY_INDEX(sge[i].lkey);
+		struct sr_table *t = &nic->keys;
+		struct sr_mr *mr = NULL;
+		uint64_t va = sge[i].addr, len = sge[i].length;
+		int ret = 0;
+
+		pthread_mutex_lock(&t->lock);
+		if (index < t->size)
+			mr = t->slot[index];
+		if (mr && mr->ibmr.lkey == sge[i].lkey && sge[i].lkey)
+			atomic_fetch_add(&mr->refs, 1);
+		else
+			mr = NULL;
+		pthread_mutex_unlock(&t->lock);
+		if (!mr)
+			return ENOENT;
+		if (mr->pd != pd || !mr->odp ||
+		    (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+		     !(mr->access & IBV_ACCESS_LOCAL_WRITE)))
+			ret = ENOENT;
+		else if (va < mr->iova || va - mr->iova > mr->length ||
+			 len > mr->length - (va - mr->iova))
+			ret = EFAULT;
+		else if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+			long page = sysconf(_SC_PAGESIZE);
+			uintptr_t p = (uintptr_t)(mr->base + (va - mr->iova));
+			uintptr_t a = p & ~(uintptr_t)(page - 1);
+
+			if (len)
+				madvise((void *)a, p + len - a, MADV_WILLNEED);	/* a hint: never fails */
+		} else if (odp_fault(mr->base + (va - mr->iova), len,
+				     advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE)) {
+			ret = EFAULT;
+		}
+		sr_mr_put(mr);
+		if (ret)
+			return ret;
+		sr_stat_inc(&nic->stats, SR_STAT_odp_prefetches);
+	}
 	return 0;
 }

@@ -31,6 +31,9 @@ int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsign
 int sr_mr_dereg(struct sr_mr *mr);
 int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_t length,
 		unsigned access);
+/* ibv_advise_mr (ODP prefetch); a positive errno. */
+int sr_mr_advise(struct sr_pd *pd, int advice, uint32_t flags, const struct ibv_sge *sge,
+		 uint32_t num_sge);
 
 /* cq.c */
 int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out);

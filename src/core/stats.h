@@ -54,6 +54,9 @@
 	X(drop_uc_msg, "dropped: UC packets of a message already broken by loss")  \
 	X(drop_no_rwqe, "dropped: UD/UC message with no receive WQE")             \
 	X(drop_too_long, "dropped: message longer than the receive buffer (UD/UC)") \
+	X(odp_accesses, "ODP: accesses to ODP MRs (pages faulted in as needed)")       \
+	X(odp_access_errors, "ODP: accesses refused, the memory is not mapped (or not writable)") \
+	X(odp_prefetches, "ODP: ibv_advise_mr ranges prefetched")                     \
 	X(cq_overflow, "completions lost to a full CQ (CQ error event raised)")   \
 	X(fault_drop, "fault injection: packets dropped")                          \
 	X(fault_dup, "fault injection: packets duplicated")                        \

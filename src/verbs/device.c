@@ -70,6 +70,8 @@ int ibv_get_device_index(struct ibv_device *dev)
 /* ---- context ------------------------------------------------------------------------------ */
 static int sr_v_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a,
 			   size_t len);
+static int sr_v_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+			  struct ibv_sge *sg_list, uint32_t num_sge);
 static int sr_v_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 				struct ibv_device_attr_ex *a, size_t len);
 
@@ -105,6 +107,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	ctx->vctx.query_device_ex = sr_v_query_device_ex;
 	ctx->vctx.create_cq_ex = sr_v_create_cq_ex;
 	ctx->vctx.create_qp_ex = sr_v_create_qp_ex;
+	ctx->vctx.advise_mr = sr_v_advise_mr;
 	if (c->async_fd < 0) {
 		ret = -errno;
 		sr_nic_put(ctx->dev);
@@ -173,6 +176,12 @@ int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 	return 0;
 }
 
+static int sr_v_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+			  struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	return sr_mr_advise(sr_pd(pd), (int)advice, flags, sg_list, num_sge);
+}
+
 static int sr_v_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 				struct ibv_device_attr_ex *a, size_t len)
 {
@@ -183,6 +192,17 @@ static int sr_v_query_device_ex(struct ibv_context *c, const struct ibv_query_de
 	memset(&full, 0, sizeof(full));
 	sr_fill_device_attr(sr_ctx(c), &full.orig_attr);
 	full.phys_port_cnt_ex = 1;
+	/* On-Demand Paging: every MR is reached through virtual addresses, so ODP works for every
+	 * operation of every transport, and implicitly (the whole address space). */
+	full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	full.odp_caps.per_transport_caps.rc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.uc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+		IBV_ODP_SUPPORT_SRQ_RECV;
+	full.odp_caps.per_transport_caps.ud_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
 	memcpy(a, &full, len < sizeof(full) ? len : sizeof(full));
 	return 0;
 }
