@@ -604,6 +604,12 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	struct sr_res *res = NULL;
 	int ret;
 
+	/* As the kernel's uverbs (modify_qp_mask): attributes of the half an XRC QP does not
+	 * have are ignored, so RC-style masks work on XRC QPs (perftest -c XRC sends them). */
+	if (qp->type == IBV_QPT_XRC_SEND)
+		mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	else if (qp->type == IBV_QPT_XRC_RECV)
+		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->state;
 	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur) {

@@ -246,13 +246,14 @@ static void test_xrc(void)
 		 0);
 	at.dest_qp_num = rqp->qp_num;
 	at.rq_psn = 7;
-	/* XRC_INI: MAX_DEST_RD_ATOMIC is not an RTR attribute. */
+	/* XRC_INI: no RQ_PSN is an error; the responder's attributes are ignored (as the
+	 * kernel's uverbs modify_qp_mask does), so an RC-style mask works. */
 	CHECK_EQ(ibv_modify_qp(sqp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						 IBV_QP_MAX_DEST_RD_ATOMIC),
+						 IBV_QP_DEST_QPN),
 		 EINVAL);
 	CHECK_EQ(ibv_modify_qp(sqp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+						 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
 		 0);
 	memset(&at, 0, sizeof(at));
 	at.qp_state = IBV_QPS_RTS;
