@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -253,8 +254,38 @@ struct sr_srq {
 	uint32_t limit;			/* 0: not armed */
 	_Atomic int users;
 	uint32_t async_events_delivered;
+	/* XRC SRQ (xrc.c): number, domain, completion queue; NULL xrcd: a basic SRQ. */
+	struct sr_xrcd *xrcd;
+	struct sr_cq *cq;
+	uint32_t srqn;
+	int xrefs;			/* XRC_RECV QPs bound to it now (xrcd->lock) */
+	struct sr_srq *xnext;		/* in xrcd->srqs */
 };
 static inline struct sr_srq *sr_srq(struct ibv_srq *s) { return (struct sr_srq *)s; }
+
+/* ---- XRC domain (xrc.c) ------------------------------------------------------------------ */
+struct sr_xrcd {
+	struct ibv_xrcd ibxrcd;
+	struct sr_ctx *ctx;
+	pthread_mutex_t lock;		/* srqs, xrefs: a leaf below srq->lock */
+	struct sr_srq *srqs;		/* its XRC SRQs */
+	_Atomic int users;		/* XRC SRQs and XRC_RECV QPs */
+	int opens;			/* ibv_open_xrcd calls not closed (xrcd_list_lock) */
+	bool by_inode;			/* opened with a file: shared by inode within the process */
+	dev_t fdev;
+	ino_t ino;
+	struct sr_xrcd *next;
+};
+static inline struct sr_xrcd *sr_xrcd(struct ibv_xrcd *x) { return (struct sr_xrcd *)x; }
+int sr_xrcd_open(struct sr_ctx *ctx, const struct ibv_xrcd_init_attr *attr, struct sr_xrcd **out);
+int sr_xrcd_close(struct sr_xrcd *xrcd);
+int sr_xrc_srq_create(struct sr_pd *pd, struct sr_xrcd *xrcd, struct sr_cq *cq,
+		      struct ibv_srq_init_attr *attr, struct sr_srq **out);
+/* Unlinks an XRC SRQ before sr_srq_destroy; -EBUSY while a QP is bound to it. */
+int sr_xrc_srq_unlink(struct sr_srq *srq);
+/* The XRC SRQ numbered srqn in xrcd, bound (xrefs + 1), or NULL. */
+struct sr_srq *sr_xrc_srq_get(struct sr_xrcd *xrcd, uint32_t srqn);
+void sr_xrc_srq_put(struct sr_srq *srq);
 
 /* ---- address handle ---------------------------------------------------------------------- */
 struct sr_ah {
@@ -289,6 +320,7 @@ struct sr_swqe {
 	uint64_t compare_add, swap;
 	struct sr_addr ud_dst;		/* UD: destination resolved from the AH at post time */
 	uint32_t ud_qpn, ud_qkey;
+	uint32_t xrc_srqn;		/* XRC_SEND: the remote XRC SRQ (XRCETH) */
 	uint32_t first_psn, last_psn;	/* valid once state >= SENDING */
 	uint32_t npkts;
 };
@@ -422,9 +454,21 @@ struct sr_qp {
 	uint32_t wr_count;
 	int wr_err;			/* positive errno */
 	bool has_wr_api;		/* created with send_ops_flags: ibv_qp_to_qp_ex() works */
+	/* XRC_RECV: its domain; srq/pd/rcq above name the XRC SRQ the current message uses
+	 * (bound from the XRCETH, resp.c). xrc_opens: ibv_open_qp handles (the same object). */
+	struct sr_xrcd *xrcd;
+	_Atomic int xrc_opens;
 };
 static inline struct sr_qp *sr_qp(struct ibv_qp *q) { return (struct sr_qp *)q; }
 static inline uint32_t sr_qpn(const struct sr_qp *qp) { return qp->qpx.qp_base.qp_num; }
+/* RC and both XRC halves: acknowledged, retransmitted, IBA 9.7. */
+static inline bool sr_qp_reliable(const struct sr_qp *qp)
+{
+	return qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND ||
+	       qp->type == IBV_QPT_XRC_RECV;
+}
+/* XRC_RECV: drops its binding to an XRC SRQ (qp lock held). */
+void sr_xrc_unbind(struct sr_qp *qp);
 
 static inline void sr_qp_ref(struct sr_qp *qp) { atomic_fetch_add(&qp->refs, 1); }
 void sr_qp_put(struct sr_qp *qp);

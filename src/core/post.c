@@ -15,17 +15,19 @@
 
 static bool opcode_ok(enum ibv_qp_type type, uint32_t op)
 {
+	if (type == IBV_QPT_XRC_RECV)
+		return false;	/* an XRC target has no send queue */
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return type == IBV_QPT_RC || type == IBV_QPT_UC;
+		return type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_XRC_SEND;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return type == IBV_QPT_RC;
+		return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
 	default:
 		return false;
 	}
@@ -156,6 +158,8 @@ static int fill_wqe(struct sr_qp *qp, uint32_t slot, struct ibv_send_wr *wr)
 		w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 		w->ud_qkey = wr->wr.ud.remote_qkey;
 	}
+	if (qp->type == IBV_QPT_XRC_SEND)
+		w->xrc_srqn = wr->qp_type.xrc.remote_srqn & 0xffffff;
 	bool inl = (wr->send_flags & IBV_SEND_INLINE) &&
 		   wr->opcode != IBV_WR_RDMA_READ && wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
 		   wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -216,9 +220,9 @@ int sr_qp_post_recv(struct sr_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 {
 	int ret;
 
-	if (qp->srq) {
+	if (qp->srq || qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV) {
 		*bad = wr;
-		return -EINVAL;
+		return -EINVAL;	/* receives go to the (XRC) SRQ */
 	}
 	pthread_mutex_lock(&qp->lock);
 	if (qp->state == IBV_QPS_RESET) {

@@ -19,6 +19,8 @@ void sr_sq_kick(struct sr_qp *qp);
 
 /* qp.c */
 int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **out);
+int sr_qp_create_ex(struct sr_pd *pd, struct sr_xrcd *xrcd, struct ibv_qp_init_attr *ia,
+		    struct sr_qp **out);
 int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask);
 int sr_qp_query(struct sr_qp *qp, struct ibv_qp_attr *a, struct ibv_qp_init_attr *ia);
 int sr_qp_destroy(struct sr_qp *qp);

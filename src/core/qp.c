@@ -16,13 +16,14 @@
 #include "core/core.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/post.h"
 #include "wire/psn.h"
 
 uint8_t sr_random8(void);
 void sr_transport_reset(struct sr_qp *qp);
 
 /* ---- the transition table ------------------------------------------------------------------ */
-enum { T_RC, T_UC, T_UD, T_NTYPES };
+enum { T_RC, T_UC, T_UD, T_XI, T_XT, T_NTYPES };	/* XI/XT: XRC_SEND/XRC_RECV */
 
 struct qp_trans {
 	bool valid;
@@ -37,7 +38,9 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_INIT] = { .valid = true,
 			.req = { [T_RC] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS),
 				 [T_UC] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS),
-				 [T_UD] = P(PKEY_INDEX) | P(PORT) | P(QKEY) } },
+				 [T_UD] = P(PKEY_INDEX) | P(PORT) | P(QKEY),
+				 [T_XI] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS),
+				 [T_XT] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS) } },
 	},
 	[IBV_QPS_INIT] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -45,14 +48,21 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_INIT] = { .valid = true,
 			.opt = { [T_RC] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS),
 				 [T_UC] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS),
-				 [T_UD] = P(PKEY_INDEX) | P(PORT) | P(QKEY) } },
+				 [T_UD] = P(PKEY_INDEX) | P(PORT) | P(QKEY),
+				 [T_XI] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS),
+				 [T_XT] = P(PKEY_INDEX) | P(PORT) | P(ACCESS_FLAGS) } },
 		[IBV_QPS_RTR] = { .valid = true,
 			.req = { [T_RC] = P(AV) | P(PATH_MTU) | P(DEST_QPN) | P(RQ_PSN) |
 					  P(MAX_DEST_RD_ATOMIC) | P(MIN_RNR_TIMER),
-				 [T_UC] = P(AV) | P(PATH_MTU) | P(DEST_QPN) | P(RQ_PSN) },
+				 [T_UC] = P(AV) | P(PATH_MTU) | P(DEST_QPN) | P(RQ_PSN),
+				 [T_XI] = P(AV) | P(PATH_MTU) | P(DEST_QPN) | P(RQ_PSN),
+				 [T_XT] = P(AV) | P(PATH_MTU) | P(DEST_QPN) | P(RQ_PSN) |
+					  P(MAX_DEST_RD_ATOMIC) | P(MIN_RNR_TIMER) },
 			.opt = { [T_RC] = P(ALT_PATH) | P(ACCESS_FLAGS) | P(PKEY_INDEX),
 				 [T_UC] = P(ALT_PATH) | P(ACCESS_FLAGS) | P(PKEY_INDEX),
-				 [T_UD] = P(PKEY_INDEX) | P(QKEY) } },
+				 [T_UD] = P(PKEY_INDEX) | P(QKEY),
+				 [T_XI] = P(ALT_PATH) | P(ACCESS_FLAGS) | P(PKEY_INDEX),
+				 [T_XT] = P(ALT_PATH) | P(ACCESS_FLAGS) | P(PKEY_INDEX) } },
 	},
 	[IBV_QPS_RTR] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -61,12 +71,19 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			.req = { [T_RC] = P(TIMEOUT) | P(RETRY_CNT) | P(RNR_RETRY) | P(SQ_PSN) |
 					  P(MAX_QP_RD_ATOMIC),
 				 [T_UC] = P(SQ_PSN),
-				 [T_UD] = P(SQ_PSN) },
+				 [T_UD] = P(SQ_PSN),
+				 [T_XI] = P(TIMEOUT) | P(RETRY_CNT) | P(RNR_RETRY) | P(SQ_PSN) |
+					  P(MAX_QP_RD_ATOMIC),
+				 [T_XT] = P(TIMEOUT) | P(SQ_PSN) },
 			.opt = { [T_RC] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
 					  P(MIN_RNR_TIMER) | P(PATH_MIG_STATE),
 				 [T_UC] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
 					  P(PATH_MIG_STATE),
-				 [T_UD] = P(CUR_STATE) | P(QKEY) } },
+				 [T_UD] = P(CUR_STATE) | P(QKEY),
+				 [T_XI] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
+					  P(PATH_MIG_STATE),
+				 [T_XT] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
+					  P(MIN_RNR_TIMER) | P(PATH_MIG_STATE) } },
 	},
 	[IBV_QPS_RTS] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -76,10 +93,15 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 					  P(PATH_MIG_STATE) | P(MIN_RNR_TIMER),
 				 [T_UC] = P(CUR_STATE) | P(ACCESS_FLAGS) | P(ALT_PATH) |
 					  P(PATH_MIG_STATE),
-				 [T_UD] = P(CUR_STATE) | P(QKEY) } },
+				 [T_UD] = P(CUR_STATE) | P(QKEY),
+				 [T_XI] = P(CUR_STATE) | P(ACCESS_FLAGS) | P(ALT_PATH) |
+					  P(PATH_MIG_STATE),
+				 [T_XT] = P(CUR_STATE) | P(ACCESS_FLAGS) | P(ALT_PATH) |
+					  P(PATH_MIG_STATE) | P(MIN_RNR_TIMER) } },
 		[IBV_QPS_SQD] = { .valid = true,
 			.opt = { [T_RC] = P(EN_SQD_ASYNC_NOTIFY), [T_UC] = P(EN_SQD_ASYNC_NOTIFY),
-				 [T_UD] = P(EN_SQD_ASYNC_NOTIFY) } },
+				 [T_UD] = P(EN_SQD_ASYNC_NOTIFY), [T_XI] = P(EN_SQD_ASYNC_NOTIFY),
+				 [T_XT] = P(EN_SQD_ASYNC_NOTIFY) } },
 	},
 	[IBV_QPS_SQD] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -89,7 +111,11 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 					  P(MIN_RNR_TIMER) | P(PATH_MIG_STATE),
 				 [T_UC] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
 					  P(PATH_MIG_STATE),
-				 [T_UD] = P(CUR_STATE) | P(QKEY) } },
+				 [T_UD] = P(CUR_STATE) | P(QKEY),
+				 [T_XI] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
+					  P(PATH_MIG_STATE),
+				 [T_XT] = P(CUR_STATE) | P(ALT_PATH) | P(ACCESS_FLAGS) |
+					  P(MIN_RNR_TIMER) | P(PATH_MIG_STATE) } },
 		[IBV_QPS_SQD] = { .valid = true,
 			.opt = { [T_RC] = P(PORT) | P(AV) | P(TIMEOUT) | P(RETRY_CNT) | P(RNR_RETRY) |
 					  P(MAX_QP_RD_ATOMIC) | P(MAX_DEST_RD_ATOMIC) | P(ALT_PATH) |
@@ -97,7 +123,13 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 					  P(PATH_MIG_STATE),
 				 [T_UC] = P(AV) | P(ALT_PATH) | P(ACCESS_FLAGS) | P(PKEY_INDEX) |
 					  P(PATH_MIG_STATE),
-				 [T_UD] = P(PKEY_INDEX) | P(QKEY) } },
+				 [T_UD] = P(PKEY_INDEX) | P(QKEY),
+				 [T_XI] = P(PORT) | P(AV) | P(TIMEOUT) | P(RETRY_CNT) | P(RNR_RETRY) |
+					  P(MAX_QP_RD_ATOMIC) | P(ALT_PATH) | P(ACCESS_FLAGS) |
+					  P(PKEY_INDEX) | P(PATH_MIG_STATE),
+				 [T_XT] = P(PORT) | P(AV) | P(TIMEOUT) | P(MAX_DEST_RD_ATOMIC) |
+					  P(ALT_PATH) | P(ACCESS_FLAGS) | P(PKEY_INDEX) |
+					  P(MIN_RNR_TIMER) | P(PATH_MIG_STATE) } },
 	},
 	[IBV_QPS_SQE] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -115,7 +147,18 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 
 static int type_index(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : T_UD;
+	switch (t) {
+	case IBV_QPT_RC:
+		return T_RC;
+	case IBV_QPT_UC:
+		return T_UC;
+	case IBV_QPT_XRC_SEND:
+		return T_XI;
+	case IBV_QPT_XRC_RECV:
+		return T_XT;
+	default:
+		return T_UD;
+	}
 }
 
 static bool transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type,
@@ -187,15 +230,43 @@ static void sq_free(struct sr_sq *sq)
 
 int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **out)
 {
-	struct sr_nic *nic = pd->ctx->nic;
+	return sr_qp_create_ex(pd, NULL, ia, out);
+}
+
+/*
+ * XRC_SEND (pd, send CQ; no receive side) and XRC_RECV (xrcd only: no SQ, RQ, CQs or PD of
+ * its own; each message uses the PD and CQ of the XRC SRQ its XRCETH names) besides RC/UC/UD.
+ */
+int sr_qp_create_ex(struct sr_pd *pd, struct sr_xrcd *xrcd, struct ibv_qp_init_attr *ia,
+		    struct sr_qp **out)
+{
+	bool xsend = ia->qp_type == IBV_QPT_XRC_SEND, xrecv = ia->qp_type == IBV_QPT_XRC_RECV;
+	struct sr_ctx *ctx = xrecv ? (xrcd ? xrcd->ctx : NULL) : (pd ? pd->ctx : NULL);
 	struct ibv_qp_cap *cap = &ia->cap;
+	struct sr_nic *nic;
 	struct sr_qp *qp;
 	int ret, idx;
 
-	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC && ia->qp_type != IBV_QPT_UD)
+	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC && ia->qp_type != IBV_QPT_UD &&
+	    !xsend && !xrecv)
 		return -EOPNOTSUPP;
-	if (!ia->send_cq || !ia->recv_cq)
+	if (!ctx)
 		return -EINVAL;
+	nic = ctx->nic;
+	if (xrecv) {
+		/* The target has no queues of its own (the kernel ignores these too). */
+		pd = NULL;
+		ia->send_cq = ia->recv_cq = NULL;
+		ia->srq = NULL;
+		memset(cap, 0, sizeof(*cap));
+	} else if (xsend) {
+		if (!ia->send_cq || ia->srq)
+			return -EINVAL;
+		ia->recv_cq = NULL;
+		cap->max_recv_wr = cap->max_recv_sge = 0;
+	} else if (!ia->send_cq || !ia->recv_cq) {
+		return -EINVAL;
+	}
 	if (cap->max_send_wr > SR_MAX_QP_WR || cap->max_send_sge > SR_MAX_SGE ||
 	    cap->max_inline_data > SR_MAX_INLINE ||
 	    (!ia->srq && (cap->max_recv_wr > SR_MAX_QP_WR || cap->max_recv_sge > SR_MAX_SGE)))
@@ -206,19 +277,21 @@ int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **o
 	if (!cap->max_send_wr)
 		cap->max_send_wr = 1;
 	ret = sq_init(&qp->sq, cap);
-	if (!ret && !ia->srq)
+	if (!ret && !ia->srq && !xsend && !xrecv)
 		ret = sr_rq_init(&qp->rq, cap->max_recv_wr ? cap->max_recv_wr : 1, cap->max_recv_sge);
 	if (ret)
 		goto fail;
 	qp->resp.rwqe = calloc(1, sizeof(struct sr_rwqe) +
-				  (ia->srq ? sr_srq(ia->srq)->rq.max_sge : qp->rq.max_sge) *
+				  (xrecv ? SR_MAX_SGE : ia->srq ? sr_srq(ia->srq)->rq.max_sge
+								: qp->rq.max_sge) *
 					  sizeof(struct ibv_sge));
 	if (!qp->resp.rwqe) {
 		ret = -ENOMEM;
 		goto fail;
 	}
-	qp->ctx = pd->ctx;
+	qp->ctx = ctx;
 	qp->nic = nic;
+	qp->xrcd = xrecv ? xrcd : NULL;
 	qp->type = ia->qp_type;
 	qp->state = IBV_QPS_RESET;
 	qp->pd = pd;
@@ -247,9 +320,9 @@ int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **o
 
 	struct ibv_qp *b = &qp->qpx.qp_base;
 
-	b->context = pd->ibpd.context;
+	b->context = &ctx->vctx.context;
 	b->qp_context = ia->qp_context;
-	b->pd = &pd->ibpd;
+	b->pd = pd ? &pd->ibpd : NULL;
 	b->send_cq = ia->send_cq;
 	b->recv_cq = ia->recv_cq;
 	b->srq = ia->srq;
@@ -262,7 +335,9 @@ int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **o
 
 	/* What ibv_create_qp(3) reports back: what we really have. */
 	cap->max_send_sge = qp->sq.max_sge;
-	if (!ia->srq) {
+	if (xrecv) {
+		memset(cap, 0, sizeof(*cap));
+	} else if (!ia->srq) {
 		cap->max_recv_wr = qp->rq.max_wr;
 		cap->max_recv_sge = qp->rq.max_sge;
 	} else {
@@ -276,9 +351,14 @@ int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **o
 	qp->attr.max_rd_atomic = 1;
 	qp->attr.max_dest_rd_atomic = 1;
 
-	atomic_fetch_add(&pd->users, 1);
-	atomic_fetch_add(&qp->scq->users, 1);
-	atomic_fetch_add(&qp->rcq->users, 1);
+	if (pd)
+		atomic_fetch_add(&pd->users, 1);
+	if (qp->scq)
+		atomic_fetch_add(&qp->scq->users, 1);
+	if (qp->rcq)
+		atomic_fetch_add(&qp->rcq->users, 1);
+	if (qp->xrcd)
+		atomic_fetch_add(&qp->xrcd->users, 1);
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->users, 1);
 	/* Publish the number last: the table slot is visible to the receive path already, but
@@ -317,6 +397,11 @@ int sr_qp_destroy(struct sr_qp *qp)
 {
 	struct ibv_qp *b = &qp->qpx.qp_base;
 
+	/* ibv_open_qp handles are this same object: the last one destroys it. */
+	if (atomic_load(&qp->xrc_opens) > 0) {
+		atomic_fetch_sub(&qp->xrc_opens, 1);
+		return 0;
+	}
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
 	sr_resp_final_ack(qp);
@@ -334,12 +419,17 @@ int sr_qp_destroy(struct sr_qp *qp)
 		pthread_cond_wait(&b->cond, &b->mutex);
 	pthread_mutex_unlock(&b->mutex);
 
-	atomic_fetch_sub(&qp->pd->users, 1);
-	atomic_fetch_sub(&qp->scq->users, 1);
-	atomic_fetch_sub(&qp->rcq->users, 1);
+	sr_transport_reset(qp);		/* XRC_RECV: drops its SRQ binding */
+	if (qp->pd)
+		atomic_fetch_sub(&qp->pd->users, 1);
+	if (qp->scq)
+		atomic_fetch_sub(&qp->scq->users, 1);
+	if (qp->rcq)
+		atomic_fetch_sub(&qp->rcq->users, 1);
+	if (qp->xrcd)
+		atomic_fetch_sub(&qp->xrcd->users, 1);
 	if (qp->srq)
-		atomic_fetch_sub(&qp->srq->users, 1);
-	sr_transport_reset(qp);		/* frees what the responder kept (before res goes) */
+		atomic_fetch_sub(&qp->srq->users, 1);		/* frees what the responder kept (before res goes) */
 	sq_free(&qp->sq);
 	sr_rq_free(&qp->rq);
 	free(qp->resp.rwqe);
@@ -421,7 +511,8 @@ void sr_qp_flush(struct sr_qp *qp)
 		flush_rwqe(qp, qp->resp.rwqe);
 		qp->resp.have_rwqe = false;
 	}
-	if (!qp->srq) {
+	sr_xrc_unbind(qp);
+	if (!qp->srq && qp->rq.buf) {
 		while (qp->rq.tail != qp->rq.head) {
 			flush_rwqe(qp, sr_rq_at(&qp->rq, qp->rq.tail));
 			qp->rq.tail++;
@@ -444,13 +535,13 @@ void sr_qp_to_error(struct sr_qp *qp)
 	set_state(qp, IBV_QPS_ERR);
 	sr_qp_flush(qp);
 	/* An SRQ consumer learns that no more WQEs will be taken by this QP (IBA 11.6.3.4). */
-	if (qp->srq)
+	if (qp->srq && qp->type != IBV_QPT_XRC_RECV)
 		sr_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp);
 }
 
 void sr_qp_to_sqe(struct sr_qp *qp)
 {
-	if (qp->type == IBV_QPT_RC) {
+	if (sr_qp_reliable(qp)) {
 		sr_qp_to_error(qp);
 		return;
 	}
@@ -513,6 +604,12 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	struct sr_res *res = NULL;
 	int ret;
 
+	/* As the kernel's uverbs (modify_qp_mask): attributes of the half an XRC QP does not
+	 * have are ignored, so RC-style masks work on XRC QPs (perftest -c XRC sends them). */
+	if (qp->type == IBV_QPT_XRC_SEND)
+		mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	else if (qp->type == IBV_QPT_XRC_RECV)
+		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->state;
 	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur) {

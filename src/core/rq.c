@@ -132,6 +132,12 @@ int sr_srq_destroy(struct sr_srq *srq)
 {
 	if (atomic_load(&srq->users))
 		return -EBUSY;
+	if (srq->xrcd) {
+		int ret = sr_xrc_srq_unlink(srq);
+
+		if (ret)
+			return ret;
+	}
 	sr_async_event_purge(srq->ctx, srq);
 	pthread_mutex_lock(&srq->ibsrq.mutex);
 	while (srq->ibsrq.events_completed != srq->async_events_delivered)

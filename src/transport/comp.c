@@ -71,7 +71,7 @@ void sr_comp_error_oldest(struct sr_qp *qp)
 	if (!w || !w->status)
 		return;
 	sr_comp_wqe(qp, w, (enum ibv_wc_status)w->status);
-	if (qp->type == IBV_QPT_RC)
+	if (sr_qp_reliable(qp))
 		sr_qp_to_error(qp);
 	else
 		sr_qp_to_sqe(qp);
@@ -396,7 +396,7 @@ void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	uint8_t syn = SR_AETH_ACK;
 
-	if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)) {
+	if (!sr_qp_reliable(qp) || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_qp_state);
 		return;
 	}
@@ -464,7 +464,7 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 	}
 	bool busy = qp->sq.tail != qp->req.idx || qp->req.offset;
 
-	if (qp->type != IBV_QPT_RC || !busy || !qp->timeout_ns)
+	if (!sr_qp_reliable(qp) || !busy || !qp->timeout_ns)
 		return qp->req.rnr_until;
 	uint64_t deadline = qp->comp.last_progress + local_ack_timeout(qp);
 	uint64_t base = qp->comp.last_progress > qp->comp.last_probe ? qp->comp.last_progress

@@ -25,6 +25,10 @@ static bool type_ok(const struct sr_qp *qp, uint32_t mask)
 		return mask & SR_M_UC;
 	case IBV_QPT_UD:
 		return mask & SR_M_UD;
+	case IBV_QPT_XRC_SEND:		/* the initiator takes XRC responses only */
+		return (mask & SR_M_XRC) && (mask & SR_M_RESP);
+	case IBV_QPT_XRC_RECV:		/* the target takes XRC requests only */
+		return (mask & SR_M_XRC) && (mask & SR_M_REQ);
 	default:
 		return false;
 	}

@@ -84,7 +84,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	const struct sr_opcode_info *oi = &sr_opcode[opcode];
 
 	hlen = oi->length;
-	if (qp->type == IBV_QPT_RC) {
+	if (sr_qp_reliable(qp)) {
 		/* An ACK at every message end, and often enough within a long message that the
 		 * window keeps moving: every ack_every packets, or every half window when the window
 		 * is smaller (the responder acknowledges only when asked). */
@@ -114,6 +114,8 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
+	if (oi->mask & SR_M_XRCETH)
+		sr_xrceth_build((struct sr_xrceth *)(hdr + oi->offset[SR_H_XRCETH]), w->xrc_srqn);
 	if (oi->mask & SR_M_DETH) {
 		/* IBA 10.2.4: a Q_Key with the high bit set means "use the QP's own". */
 		uint32_t qkey = (w->ud_qkey & 0x80000000u) ? qp->attr.qkey : w->ud_qkey;
@@ -259,7 +261,7 @@ void sr_req_progress(struct sr_qp *qp)
 	struct sr_sq *sq = &qp->sq;
 	bool was_idle, sent = false;
 
-	if (qp->type == IBV_QPT_RC)
+	if (sr_qp_reliable(qp))
 		catch_up(qp);
 	was_idle = !outstanding(qp);
 
@@ -296,7 +298,7 @@ void sr_req_progress(struct sr_qp *qp)
 			w->state = SR_WQE_SENDING;
 			qp->req.offset = 0;
 		}
-		if (qp->type == IBV_QPT_RC &&
+		if (sr_qp_reliable(qp) &&
 		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= sr_cwnd(qp))
 			break;
 
@@ -331,11 +333,11 @@ void sr_req_progress(struct sr_qp *qp)
 			qp->req.idx++;
 			qp->req.offset = 0;
 			/* UC and UD have no acknowledgements: sent is done (IBA 9.8). */
-			if (qp->type != IBV_QPT_RC)
+			if (!sr_qp_reliable(qp))
 				sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
 		}
 	}
-	if (qp->type != IBV_QPT_RC)
+	if (!sr_qp_reliable(qp))
 		return;
 	if (sent && was_idle)
 		qp->comp.last_progress = sr_now_ns();

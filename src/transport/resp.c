@@ -77,7 +77,7 @@ int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syn)
 			break;
 		}
 	}
-	return resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_ACK), psn, syn, NULL, 0, 0, 0);
+	return resp_xmit(qp, SR_OPC(sr_qp_tr(qp), SR_OP_ACK), psn, syn, NULL, 0, 0, 0);
 }
 
 static void ack_later(struct sr_qp *qp, uint32_t psn)
@@ -220,7 +220,7 @@ static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 
 static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 {
-	bool rc = qp->type == IBV_QPT_RC;
+	bool rc = sr_qp_reliable(qp);
 	int st;
 
 	if (pkt->mask & SR_M_IETH)
@@ -267,7 +267,7 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 
 static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 {
-	bool rc = qp->type == IBV_QPT_RC;
+	bool rc = sr_qp_reliable(qp);
 	enum sr_access_err err;
 	struct sr_mr *mr;
 	uint8_t *ptr;
@@ -354,7 +354,7 @@ static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t r
 			iov.iov_base = ptr;
 			iov.iov_len = plen;
 		}
-		resp_xmit(qp, SR_OPC(SR_TR_RC, op), sr_psn_add(psn, (int32_t)i),
+		resp_xmit(qp, SR_OPC(sr_qp_tr(qp), op), sr_psn_add(psn, (int32_t)i),
 			  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, &iov, plen ? 1 : 0, plen, 0);
 		if (mr)
 			sr_mr_put(mr);
@@ -430,7 +430,7 @@ static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 	r->orig = orig;
 	qp->resp.msn++;
 	qp->resp.epsn = sr_psn_next(pkt->psn);
-	resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_ATOMIC_ACK), pkt->psn,
+	resp_xmit(qp, SR_OPC(sr_qp_tr(qp), SR_OP_ATOMIC_ACK), pkt->psn,
 		  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, orig);
 	return RSP_DONE;
 }
@@ -466,7 +466,7 @@ static void rc_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
 			return;
 		}
 		if ((pkt->mask & SR_M_ATOMIC) && r->type == SR_RES_ATOMIC && r->first_psn == pkt->psn) {
-			resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_ATOMIC_ACK), pkt->psn,
+			resp_xmit(qp, SR_OPC(sr_qp_tr(qp), SR_OP_ATOMIC_ACK), pkt->psn,
 				  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, r->orig);
 			return;
 		}
@@ -581,6 +581,36 @@ static bool ooo_next(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t **data)
 
 static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt);
 
+/*
+ * XRC target (XRC annex): the request's XRCETH names the XRC SRQ, of this QP's domain, whose
+ * receive WQEs, CQ and PD (for SGEs and rkeys) the request uses. A message keeps the SRQ it
+ * started with. False for an SRQ number that is not an XRC SRQ of the domain.
+ */
+static bool xrc_bind(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_srq *s;
+	uint32_t srqn;
+
+	if (qp->type != IBV_QPT_XRC_RECV)
+		return true;
+	srqn = sr_xrceth_srqn(sr_pkt_h(pkt, SR_H_XRCETH));
+	if (qp->srq && qp->srq->srqn == srqn)
+		return true;
+	if (qp->resp.have_rwqe || qp->resp.in_send || qp->resp.in_write)
+		return false;	/* another SRQ in the middle of a message */
+	s = sr_xrc_srq_get(qp->xrcd, srqn);
+	if (!s) {
+		sr_log_rl(SR_LOG_INFO, "qp#%u: XRCETH names SRQ %u, not an XRC SRQ of the domain",
+			  sr_qpn(qp), srqn);
+		return false;
+	}
+	sr_xrc_unbind(qp);
+	qp->srq = s;
+	qp->pd = s->pd;
+	qp->rcq = s->cq;
+	return true;
+}
+
 static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	int32_t d = sr_psn_diff(pkt->psn, qp->resp.epsn);
@@ -598,6 +628,10 @@ static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	if (d < 0) {
+		if (!xrc_bind(qp, pkt)) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
+			return;
+		}
 		rc_duplicate(qp, pkt);
 		return;
 	}
@@ -637,7 +671,7 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	enum rsp r;
 
-	if (!sequence_ok(qp, pkt) || !qp_allows(qp, pkt))
+	if (!xrc_bind(qp, pkt) || !sequence_ok(qp, pkt) || !qp_allows(qp, pkt))
 		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
 	if (pkt->mask & SR_M_SEND)
 		r = do_send(qp, pkt);
@@ -779,12 +813,15 @@ void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_qp_state);
 		return;
 	}
-	if (qp->type == IBV_QPT_RC)
+	if (sr_qp_reliable(qp))
 		rc_rcv(qp, pkt);
 	else if (qp->type == IBV_QPT_UC)
 		uc_rcv(qp, pkt);
 	else
 		sr_ud_rcv(qp, pkt, src);
+	/* XRC target: the SRQ stays bound only while a message is in progress. */
+	if (!qp->resp.have_rwqe && !qp->resp.in_send && !qp->resp.in_write)
+		sr_xrc_unbind(qp);
 }
 
 /* Back to RESET: forget every piece of transport state (qp lock held). */
@@ -798,6 +835,7 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->resp.epsn = qp->resp.msn = 0;
 	qp->resp.nak_sent = qp->resp.comm_est = qp->resp.in_send = qp->resp.in_write = false;
 	qp->resp.uc_drop = qp->resp.have_rwqe = false;
+	sr_xrc_unbind(qp);
 	if (qp->resp.res)
 		memset(qp->resp.res, 0, qp->resp.nres * sizeof(*qp->resp.res));
 	qp->rexmit_at = 0;

@@ -28,7 +28,17 @@ static inline uint32_t sr_npkts(uint32_t len, uint32_t mtu)
 /* The transport class of the QP's opcodes. */
 static inline uint8_t sr_qp_tr(const struct sr_qp *qp)
 {
-	return qp->type == IBV_QPT_RC ? SR_TR_RC : qp->type == IBV_QPT_UC ? SR_TR_UC : SR_TR_UD;
+	switch (qp->type) {
+	case IBV_QPT_RC:
+		return SR_TR_RC;
+	case IBV_QPT_UC:
+		return SR_TR_UC;
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		return SR_TR_XRC;
+	default:
+		return SR_TR_UD;
+	}
 }
 
 /*

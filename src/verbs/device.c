@@ -108,6 +108,11 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	ctx->vctx.create_cq_ex = sr_v_create_cq_ex;
 	ctx->vctx.create_qp_ex = sr_v_create_qp_ex;
 	ctx->vctx.advise_mr = sr_v_advise_mr;
+	ctx->vctx.open_xrcd = sr_v_open_xrcd;
+	ctx->vctx.close_xrcd = sr_v_close_xrcd;
+	ctx->vctx.create_srq_ex = sr_v_create_srq_ex;
+	ctx->vctx.get_srq_num = sr_v_get_srq_num;
+	ctx->vctx.open_qp = sr_v_open_qp;
 	if (c->async_fd < 0) {
 		ret = -errno;
 		sr_nic_put(ctx->dev);
@@ -145,7 +150,7 @@ void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a)
 	a->max_qp = (int)p->max_qp;
 	a->max_qp_wr = SR_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_PORT_ACTIVE_EVENT;
+			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC;
 	a->max_sge = SR_MAX_SGE;
 	a->max_sge_rd = SR_MAX_SGE;
 	a->max_cq = 65536;

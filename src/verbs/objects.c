@@ -300,6 +300,88 @@ int sr_v_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_r
 	return sr_ret(sr_srq_post(sr_srq(srq), wr, bad));
 }
 
+/* ---- XRC: domains, XRC SRQs, opening a target QP (core/xrc.c) ------------------------------ */
+struct ibv_xrcd *sr_v_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *attr)
+{
+	struct sr_xrcd *x;
+	int ret = sr_xrcd_open(sr_ctx(c), attr, &x);
+
+	return ret ? sr_null(ret) : &x->ibxrcd;
+}
+
+int sr_v_close_xrcd(struct ibv_xrcd *xrcd)
+{
+	return sr_ret(sr_xrcd_close(sr_xrcd(xrcd)));
+}
+
+struct ibv_srq *sr_v_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a)
+{
+	uint32_t mask = a->comp_mask;
+	enum ibv_srq_type type = (mask & IBV_SRQ_INIT_ATTR_TYPE) ? a->srq_type : IBV_SRQT_BASIC;
+	struct ibv_srq_init_attr ia = { .srq_context = a->srq_context, .attr = a->attr };
+	struct sr_srq *srq;
+	int ret;
+
+	if (mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_RESERVED - 1))
+		return sr_null(-EINVAL);
+	if (type == IBV_SRQT_TM || (mask & IBV_SRQ_INIT_ATTR_TM))
+		return sr_null(-EOPNOTSUPP);	/* tag matching */
+	if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC)
+		return sr_null(-EINVAL);
+	if (!(mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd || a->pd->context != c)
+		return sr_null(-EINVAL);
+	if (type == IBV_SRQT_XRC) {
+		if (!(mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != c ||
+		    !(mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq || a->cq->context != c)
+			return sr_null(-EINVAL);
+		ret = sr_xrc_srq_create(sr_pd(a->pd), sr_xrcd(a->xrcd), sr_cq(a->cq), &ia, &srq);
+	} else {
+		ret = sr_srq_create(sr_pd(a->pd), &ia, &srq);
+	}
+	if (ret)
+		return sr_null(ret);
+	a->attr = ia.attr;
+	return &srq->ibsrq;
+}
+
+int sr_v_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num)
+{
+	struct sr_srq *s = sr_srq(srq);
+
+	if (!s->xrcd)
+		return EINVAL;	/* only an XRC SRQ has a number a peer can name */
+	*srq_num = s->srqn;
+	return 0;
+}
+
+/*
+ * Another handle on an XRC_RECV QP of the domain. softrdma returns the QP object itself with
+ * one more reference (ibv_destroy_qp drops one; the last destroys it); qp_context stays the
+ * creator's.
+ */
+struct ibv_qp *sr_v_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *a)
+{
+	uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	struct sr_qp *qp;
+
+	if ((a->comp_mask & need) != need ||
+	    (a->comp_mask & ~(uint32_t)(IBV_QP_OPEN_ATTR_RESERVED - 1)) || !a->xrcd ||
+	    a->xrcd->context != c)
+		return sr_null(-EINVAL);
+	if (a->qp_type != IBV_QPT_XRC_RECV)
+		return sr_null(-EINVAL);
+	qp = sr_qp_lookup(sr_ctx(c)->nic, a->qp_num);
+	if (!qp)
+		return sr_null(-EINVAL);
+	if (qp->type != IBV_QPT_XRC_RECV || qp->xrcd != sr_xrcd(a->xrcd)) {
+		sr_qp_put(qp);
+		return sr_null(-EINVAL);
+	}
+	atomic_fetch_add(&qp->xrc_opens, 1);
+	sr_qp_put(qp);
+	return &qp->qpx.qp_base;
+}
+
 /* ---- QP ------------------------------------------------------------------------------------- */
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
 {
@@ -316,7 +398,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
 }
 
 #define SR_QP_INIT_SUPPORTED (IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | \
-			      IBV_QP_INIT_ATTR_CREATE_FLAGS)
+			      IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD)
 #define SR_SEND_OPS_SUPPORTED                                                             \
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
 	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                          \
@@ -328,10 +410,13 @@ struct ibv_qp *sr_v_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_
 	struct sr_qp *qp;
 	int ret;
 
-	if (!(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd)
+	bool xrecv = ax->qp_type == IBV_QPT_XRC_RECV;
+
+	if (xrecv ? !(ax->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !ax->xrcd || ax->xrcd->context != c
+		  : !(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd)
 		return sr_null(-EINVAL);
 	if (ax->comp_mask & ~(uint32_t)SR_QP_INIT_SUPPORTED)
-		return sr_null(-EOPNOTSUPP);	/* XRC, TSO, RSS, ... */
+		return sr_null(-EOPNOTSUPP);	/* TSO, RSS, ... */
 	if ((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags)
 		return sr_null(-EOPNOTSUPP);
 	if ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
@@ -345,7 +430,8 @@ struct ibv_qp *sr_v_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_
 	ia.cap = ax->cap;
 	ia.qp_type = ax->qp_type;
 	ia.sq_sig_all = ax->sq_sig_all;
-	ret = sr_qp_create(sr_pd(ax->pd), &ia, &qp);
+	ret = sr_qp_create_ex(xrecv ? NULL : sr_pd(ax->pd), xrecv ? sr_xrcd(ax->xrcd) : NULL, &ia,
+			      &qp);
 	if (ret)
 		return sr_null(ret);
 	ax->cap = ia.cap;

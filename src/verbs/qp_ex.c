@@ -159,7 +159,20 @@ static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t hdr_sz, uint16_
 }
 static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
 			    const void *atomic_wr) { wr_unsupported(q); }
-static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn) { wr_unsupported(q); }
+static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
+{
+	struct sr_qp *qp = qx(q);
+	uint32_t slot;
+	struct sr_swqe *w = cur(qp, &slot);
+
+	if (!w)
+		return;
+	if (qp->type != IBV_QPT_XRC_SEND) {
+		qp->wr_err = EINVAL;
+		return;
+	}
+	w->xrc_srqn = srqn & 0xffffff;
+}
 
 static void wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t length)
 {

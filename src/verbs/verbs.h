@@ -32,6 +32,11 @@ int sr_v_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 int sr_v_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 struct ibv_cq_ex *sr_v_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
 struct ibv_qp *sr_v_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+struct ibv_xrcd *sr_v_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *attr);
+int sr_v_close_xrcd(struct ibv_xrcd *xrcd);
+struct ibv_srq *sr_v_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a);
+int sr_v_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+struct ibv_qp *sr_v_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *a);
 
 /* The device attributes, shared by ibv_query_device and query_device_ex. */
 void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a);
