@@ -32,6 +32,9 @@ int sr_v_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 int sr_v_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 struct ibv_cq_ex *sr_v_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
 struct ibv_qp *sr_v_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+struct ibv_mw *sr_v_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int sr_v_dealloc_mw(struct ibv_mw *mw);
+int sr_v_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b);
 
 /* The device attributes, shared by ibv_query_device and query_device_ex. */
 void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a);
