@@ -529,11 +529,13 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		return -EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return -EINVAL;
-	if (access & SR_ACCESS_FLUSH_PERSISTENT) {
+	{
+		/* Persistence stays granted only over a shared file mapping (sr_mr_reg). */
+		unsigned acc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
 		void *a = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->base;
 		size_t l = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
 
-		if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !range_is_shared_file(a, l))
+		if ((acc & SR_ACCESS_FLUSH_PERSISTENT) && !range_is_shared_file(a, l))
 			return -EINVAL;
 	}
 

@@ -13,7 +13,9 @@
  *      right behind their SENDs, so a lost SEND packet is resent after its key was invalidated
  *      -- and, for the first, after the next generation was registered on other pages: the
  *      resent bytes must still come from the old map (I checks every byte; map_replays counts).
- *   I  WRITEs a pattern through A's key, then SEND with invalidate of that key.
+ *   I  WRITEs a pattern through A's key, then SEND with invalidate of that key, then an ATOMIC
+ *      WRITE and a FLUSH of a word of T's (so that these, too, are lost, resent and answered
+ *      again from the responder resources, never executed twice).
  *   T  sees the invalidated key in its completion, checks the pattern, and paints the pages
  *      with a sentinel. Before a page set is mapped again, T checks that the sentinel is intact:
  *      nothing (a late duplicate, a retransmission) landed after the invalidation.
@@ -148,8 +150,10 @@ static void make_pair(struct vu_pair *p, bool attacker)
 	q.max_send_wr = 32;
 	q.max_recv_wr = 16;
 	q.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
-			   IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+			   IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |
+			   IBV_QP_EX_WITH_ATOMIC_WRITE | SOFTRDMA_QP_EX_WITH_FLUSH;
 	vu_conn_cfg_default(&c);
+	c.access |= SOFTRDMA_ACCESS_FLUSH_GLOBAL;
 	/* Loss is repaired by NAKs and fast retransmissions long before the IBA timeout; 268 ms
 	 * and 7 retries tolerate a peer starved of CPU on a loaded machine. The attacker needs
 	 * no such patience: its NAK may be lost, and then it only has to give up. */
@@ -182,7 +186,7 @@ int main(void)
 	const char *seed_env = getenv("SR_FAULT_SEED");
 	char faults[128];
 	struct vu_pair p;
-	struct ibv_mr *mra, *mrb;
+	struct ibv_mr *mra, *mrb, *wmr;
 	uint64_t rng = 20240601, t0;
 	unsigned cycle, prev_set = 0;
 	uint32_t prev_key = 0, prev_prev_key = 0;
@@ -204,7 +208,10 @@ int main(void)
 	memset(sentinel, 0x5c, sizeof(sentinel));
 	mra = softrdma_alloc_mr(dev.pd, SETPG);
 	mrb = softrdma_alloc_mr(dev.pd, SETPG);
-	REQUIRE(mra && mrb);
+	/* T's word for ATOMIC WRITE and FLUSH. */
+	wmr = ibv_reg_mr(dev.pd, tr.p + 2 * PG, PG, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						     SOFTRDMA_ACCESS_FLUSH_GLOBAL);
+	REQUIRE(mra && mrb && wmr);
 	make_pair(&p, false);
 	struct ibv_qp_ex *xt = ibv_qp_to_qp_ex(p.qp[1]), *xi = ibv_qp_to_qp_ex(p.qp[0]);
 
@@ -288,6 +295,13 @@ int main(void)
 		xi->wr_id = 12;
 		ibv_wr_send_inv(xi, in.key);
 		ibv_wr_set_sge(xi, ib.mr->lkey, (uintptr_t)ib.p + 5 * SETLEN, 8);
+		uint64_t word = 0x0101010101010101ull * (cycle % 255 + 1);
+
+		xi->wr_id = 13;
+		ibv_wr_atomic_write(xi, wmr->rkey, (uintptr_t)tr.p + 2 * PG + 64, &word);
+		xi->wr_id = 14;
+		softrdma_wr_flush(xi, wmr->rkey, (uintptr_t)tr.p + 2 * PG + 64, 8,
+				  SOFTRDMA_FLUSH_GLOBAL, SOFTRDMA_FLUSH_RANGE);
 		CHECK_EQ(ibv_wr_complete(xi), 0);
 
 		/* T: the key died with the data in place. */
@@ -302,6 +316,10 @@ int main(void)
 			WAIT(p.scq[1], id, IBV_WC_SUCCESS);
 		WAIT(p.scq[0], 11, IBV_WC_SUCCESS);
 		WAIT(p.scq[0], 12, IBV_WC_SUCCESS);
+		WAIT(p.scq[0], 13, IBV_WC_SUCCESS);
+		WAIT(p.scq[0], 14, IBV_WC_SUCCESS);
+		if (*(volatile uint64_t *)(tr.p + 2 * PG + 64) != word)
+			SR_FAIL("cycle %u: ATOMIC WRITE + FLUSH did not leave the word written", cycle);
 
 		if (cycle % 4 == 3) {
 			attack(ka, in.iova, set, cycle);
@@ -331,6 +349,7 @@ int main(void)
 	vu_pair_destroy(&p);
 	CHECK_EQ(ibv_dereg_mr(mra), 0);
 	CHECK_EQ(ibv_dereg_mr(mrb), 0);
+	CHECK_EQ(ibv_dereg_mr(wmr), 0);
 	vu_buf_free(&ta);
 	vu_buf_free(&tb);
 	vu_buf_free(&tr);
