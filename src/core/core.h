@@ -61,6 +61,8 @@ int sr_table_init(struct sr_table *t, uint32_t size);
 void sr_table_destroy(struct sr_table *t);
 /* Inserts obj at a free index (never 0); returns the index or -ENOMEM. */
 int sr_table_add(struct sr_table *t, void *obj);
+/* The same with t->lock held (the caller publishes more state under the same lock). */
+int sr_table_add_locked(struct sr_table *t, void *obj);
 void sr_table_del(struct sr_table *t, uint32_t index);
 
 /* ---- device and soft NIC ------------------------------------------------------------------ */

@@ -431,26 +431,18 @@ static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
 	mr->ibmr.addr = addr;
 	mr->ibmr.length = length;
 
-	/* The keys are set under the keys lock with the slot: a lookup never sees one without
-	 * the other. */
+	/* The keys are set under the lock that publishes the slot: a lookup never sees one
+	 * without the other. */
 	pthread_mutex_lock(&nic->keys.lock);
-	idx = -ENOMEM;
-	for (uint32_t n = 0; n < nic->keys.size; n++) {
-		uint32_t i = (nic->keys.next_free_hint + n) & (nic->keys.size - 1);
-
-		if (i == 0 || nic->keys.slot[i])
-			continue;
-		idx = (int)i;
-		break;
+	idx = sr_table_add_locked(&nic->keys, &mr->k);
+	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
+		nic->keys.slot[idx] = NULL;
+		nic->keys.count--;
+		idx = -ENOMEM;
 	}
-	if (idx > 0 && (uint32_t)idx < (1u << 24)) {
+	if (idx >= 0) {
 		mr->index = (uint32_t)idx;
 		mr_set_keys(mr);
-		nic->keys.slot[idx] = &mr->k;
-		nic->keys.count++;
-		nic->keys.next_free_hint = (uint32_t)idx + 1;
-	} else {
-		idx = -ENOMEM;
 	}
 	pthread_mutex_unlock(&nic->keys.lock);
 	if (idx < 0) {

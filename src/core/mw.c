@@ -28,7 +28,7 @@ int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out)
 	struct sr_nic *nic = pd->ctx->nic;
 	struct sr_table *t = &nic->keys;
 	struct sr_mw *mw;
-	int idx = -ENOMEM;
+	int idx;
 
 	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
 		return -EINVAL;
@@ -43,25 +43,20 @@ int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out)
 	mw->ibmw.pd = &pd->ibpd;
 	mw->ibmw.type = type;
 
+	/* Keys set under the lock that publishes the slot: a lookup never sees one without the
+	 * other. */
 	pthread_mutex_lock(&t->lock);
-	for (uint32_t n = 0; n < t->size; n++) {
-		uint32_t i = (t->next_free_hint + n) & (t->size - 1);
-
-		if (i == 0 || t->slot[i])
-			continue;
-		idx = (int)i;
-		break;
+	idx = sr_table_add_locked(t, &mw->k);
+	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
+		t->slot[idx] = NULL;
+		t->count--;
+		idx = -ENOMEM;
 	}
-	if (idx > 0 && (uint32_t)idx < (1u << 24)) {
+	if (idx >= 0) {
 		mw->index = (uint32_t)idx;
 		mw->key = (mw->index << 8) | sr_random8();
 		mw->ibmw.rkey = mw->key;
 		mw->ibmw.handle = mw->index;
-		t->slot[idx] = &mw->k;
-		t->count++;
-		t->next_free_hint = (uint32_t)idx + 1;
-	} else {
-		idx = -ENOMEM;
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (idx < 0) {

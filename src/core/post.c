@@ -140,8 +140,9 @@ int sr_swqe_bind(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mw *ibmw, uint3
 		return -EINVAL;
 	if ((rkey >> 8) != mw->index)
 		return -EINVAL;	/* only the tag may change (ibv_inc_rkey) */
+	/* Zero-based: never for type 1 (IBA o10-36.2.2); type 2 ones are not implemented. */
 	if (b->mw_access_flags & IBV_ACCESS_ZERO_BASED)
-		return -EOPNOTSUPP;	/* zero-based windows: not implemented */
+		return type1 ? -EINVAL : -EOPNOTSUPP;
 	if (b->mw_access_flags & ~ok)
 		return -EINVAL;
 	if (b->mr && (sr_mr(b->mr)->nic != qp->nic))
