@@ -28,6 +28,7 @@
 
 struct sr_nic;
 struct sr_qp;
+struct sr_swqe;
 struct sr_fault;
 struct sr_pcap;
 
@@ -61,6 +62,8 @@ int sr_table_init(struct sr_table *t, uint32_t size);
 void sr_table_destroy(struct sr_table *t);
 /* Inserts obj at a free index (never 0); returns the index or -ENOMEM. */
 int sr_table_add(struct sr_table *t, void *obj);
+/* The same with t->lock held (the caller publishes more state under the same lock). */
+int sr_table_add_locked(struct sr_table *t, void *obj);
 void sr_table_del(struct sr_table *t, uint32_t index);
 
 /* ---- device and soft NIC ------------------------------------------------------------------ */
@@ -147,16 +150,67 @@ void sr_async_event(struct sr_ctx *ctx, enum ibv_event_type type, void *element)
 /* Removes queued, undelivered events about element (before it is destroyed). */
 void sr_async_event_purge(struct sr_ctx *ctx, void *element);
 
-/* ---- PD, MR ------------------------------------------------------------------------------ */
+/* ---- PD, MR, MW --------------------------------------------------------------------------- */
 struct sr_pd {
 	struct ibv_pd ibpd;
 	struct sr_ctx *ctx;
-	_Atomic int users;		/* MRs, QPs, SRQs, AHs using it */
+	_Atomic int users;		/* MRs, MWs, QPs, SRQs, AHs using it */
 };
 static inline struct sr_pd *sr_pd(struct ibv_pd *p) { return (struct sr_pd *)p; }
 
+/*
+ * MRs and MWs share the NIC's key table: a key is index << 8 | tag, and the slot at the index
+ * holds the object's sr_kobj, which says what it is. A work request that names an object (the
+ * MR of a REG_MR, the MW and MR of a bind) keeps (index, serial) rather than a pointer: if the
+ * application frees the object before the request executes, the serial no longer matches.
+ * Every piece of key state that the datapath reads and the verbs change (fast-registration
+ * maps, window bindings) is guarded by nic->keys.lock, a leaf lock (mr.c, mw.c).
+ */
+enum sr_kobj_type { SR_KOBJ_MR = 1, SR_KOBJ_MW = 2 };
+struct sr_kobj {
+	uint8_t type;
+	uint64_t serial;		/* unique in the process, never reused */
+};
+uint64_t sr_kobj_serial(void);
+
+/*
+ * Fast registration (softrdma_alloc_mr, include/softrdma/softrdma.h), after the multi-map
+ * design of ../shared/seeds/004: each key generation (the 8-bit tag) has its own map.
+ *   FREE     built by softrdma_map_mr_sg, not usable until a REG_MR work request names its key
+ *   VALID    registered: accesses with its key pass (within its range and rights)
+ *   INVALID  invalidated (LOCAL_INV executed by the requester, or a SEND with invalidate
+ *            executed by the responder). New accesses fail; the map's contents are kept, so a
+ *            retransmission of what was sent (requester) or a replay of what was executed
+ *            (responder) before the invalidation, on the invalidating QP, is judged against
+ *            the map that was valid at its PSN. A LOCAL_INV holds its map until it completes
+ *            (every earlier WQE of that SQ has completed: nothing can be retransmitted any
+ *            more); only then may softrdma_map_mr_sg reuse the slot for a new generation.
+ */
+enum sr_map_state { SR_MAP_UNUSED = 0, SR_MAP_FREE, SR_MAP_VALID, SR_MAP_INVALID };
+struct sr_frmap {
+	uint8_t state;			/* enum sr_map_state */
+	uint8_t key;			/* the generation: the tag of its l/rkey */
+	bool held;			/* INVALID by a LOCAL_INV not completed yet */
+	bool inval_resp;		/* invalidated by the responder (inval_psn: request PSN) */
+	uint32_t inval_qpn, inval_psn;	/* where and at which PSN it was invalidated */
+	unsigned access;		/* from the REG_MR */
+	uint64_t iova, length;
+	uint32_t page_shift;
+	uint32_t first_off;		/* offset of iova in pages[0] */
+	uint32_t npages;
+	uint64_t seq;			/* creation order (the oldest free slot is reused first) */
+	uint8_t **pages;		/* max_pages page addresses in this process */
+};
+struct sr_frmr {
+	uint32_t max_pages;
+	uint32_t nmaps;
+	uint64_t seq;
+	struct sr_frmap map[];
+};
+
 struct sr_mr {
 	struct ibv_mr ibmr;
+	struct sr_kobj k;
 	struct sr_pd *pd;
 	struct sr_nic *nic;
 	_Atomic int refs;		/* 1 from the table; +1 per access in progress */
@@ -167,24 +221,87 @@ struct sr_mr {
 	unsigned access;
 	bool pinned;
 	bool odp;			/* IBV_ACCESS_ON_DEMAND: never pinned; pages checked per access */
+	uint32_t mw_bound;		/* windows bound to it (keys lock): dereg refused meanwhile */
+	struct sr_frmr *fr;		/* fast-registration MR: its maps; NULL for ibv_reg_mr */
 };
 static inline struct sr_mr *sr_mr(struct ibv_mr *m) { return (struct sr_mr *)m; }
+
+/* Memory windows (mw.c). Type 1: bound with ibv_bind_mw, used through any QP of its PD.
+ * Type 2: bound by a BIND_MW work request, used (and remotely invalidated) only through the
+ * QP that bound it, invalidated by LOCAL_INV or SEND with invalidate (IBA 10.6.7). */
+struct sr_mw {
+	struct ibv_mw ibmw;
+	struct sr_kobj k;
+	struct sr_pd *pd;
+	struct sr_nic *nic;
+	uint32_t index;
+	/* Under nic->keys.lock: */
+	uint32_t key;			/* current rkey (ibmw.rkey is the application's copy) */
+	bool bound;			/* IBA: Valid (bound) or Free */
+	uint32_t qpn;			/* type 2: the QP it is bound to */
+	struct sr_mr *mr;		/* bound to (mr->mw_bound counts it) */
+	uint64_t addr, length;
+	unsigned access;
+};
+static inline struct sr_mw *sr_mw(struct ibv_mw *m) { return (struct sr_mw *)m; }
 
 /* Result of an access check: an IBA-level reason, mapped to NAK codes / WC statuses. */
 enum sr_access_err {
 	SR_ACC_OK = 0,
-	SR_ACC_BAD_KEY,		/* no such key, stale tag, other PD */
-	SR_ACC_RIGHTS,		/* the MR does not grant the access */
-	SR_ACC_BOUNDS,		/* outside the MR */
+	SR_ACC_BAD_KEY,		/* no such key, stale tag, invalidated, other PD or QP */
+	SR_ACC_RIGHTS,		/* the MR or window does not grant the access */
+	SR_ACC_BOUNDS,		/* outside the MR or window */
 };
+
+/* Who asks for an access, and where it stands in PSN order (fast-registration maps judge a
+ * retransmission by the PSN it was first sent at). */
+enum sr_psn_space {
+	SR_SPACE_NOW = 0,	/* a new execution: judged by the current state only */
+	SR_SPACE_REQ,		/* requester: a WQE's gather or scatter, psn = its first PSN */
+	SR_SPACE_RESP,		/* responder: a request packet (or the request a replay repeats) */
+};
+struct sr_acc {
+	struct sr_pd *pd;
+	uint32_t qpn;		/* the QP it is for (0: none) */
+	uint32_t psn;
+	uint8_t space;		/* enum sr_psn_space */
+	bool remote;		/* an rkey from the wire (else an lkey from an SGE) */
+};
+
 /*
- * The one check every access passes: key (index and tag), PD, bounds, rights. On success returns
- * a referenced MR and the local address of va in *ptr; release with sr_mr_put().
+ * The one check every access passes: key (index and tag), kind (MR, fast-reg map, window),
+ * state, PD (and QP for a type 2 window), rights, bounds. On success returns a referenced MR
+ * (a window's: the MR it is bound to); release with sr_mr_put(). When iov is not NULL, the
+ * process memory of [va, va + len) is stored there: one piece for an MR or a window, one per
+ * page crossed for a fast-registration MR (at most max_iov, else SR_ACC_BOUNDS).
  */
-struct sr_mr *sr_mr_get(struct sr_nic *nic, uint32_t key, bool remote, struct sr_pd *pd,
-			uint64_t va, uint64_t len, unsigned access, uint8_t **ptr,
-			enum sr_access_err *err);
+struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint64_t va,
+			 uint64_t len, unsigned access, struct iovec *iov, int max_iov, int *niov,
+			 enum sr_access_err *err);
 void sr_mr_put(struct sr_mr *mr);
+/* FLUSH (resp.c): checks like sr_mem_get (whole: the key's whole range, va and len ignored)
+ * and makes the range globally visible, or durable (msync MS_SYNC) when `persist`.
+ * 0 or an sr_access_err; -EIO when msync failed. */
+int sr_mem_flush(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint64_t va,
+		 uint64_t len, bool whole, unsigned access, bool persist, enum sr_access_err *err);
+
+#define SR_FRMR_MAX_PAGES (1u << 20)	/* pages of one fast-registration map */
+#define SR_FRMR_MAX_MAPS 16		/* key generations alive at once per MR (param frmr_maps) */
+
+/* Key table helpers (keys lock held): the object at index with this serial, or NULL. */
+struct sr_mr *sr_mr_find(struct sr_nic *nic, uint32_t index, uint64_t serial);
+struct sr_mw *sr_kobj_mw(struct sr_kobj *o);
+/* Local operations, executed by the requester under the QP lock (mr.c, mw.c): 0 or the
+ * ibv_wc_status the WQE completes with. */
+int sr_mw_bind_exec(struct sr_qp *qp, struct sr_swqe *w);
+int sr_frmr_reg_exec(struct sr_qp *qp, struct sr_swqe *w);
+/* Invalidates the fast-registration map or type 2 window named by key: LOCAL_INV (requester,
+ * psn = the next PSN it will send) or SEND with invalidate (`remote`: responder, psn = the
+ * request's). *held: a map is held until sr_key_inval_done() (the LOCAL_INV completed).
+ * 0, or -EINVAL when the key names nothing that this QP may invalidate. */
+int sr_key_invalidate(struct sr_qp *qp, uint32_t key, bool remote, uint32_t psn, bool *held);
+void sr_key_inval_done(struct sr_qp *qp, uint32_t key);
+int sr_mw_invalidate_locked(struct sr_qp *qp, struct sr_mw *mw, uint32_t key, bool remote);
 
 /* ---- CQ and completion channel ----------------------------------------------------------- */
 struct sr_channel {
@@ -323,7 +440,69 @@ struct sr_swqe {
 	uint32_t xrc_srqn;		/* XRC_SEND: the remote XRC SRQ (XRCETH) */
 	uint32_t first_psn, last_psn;	/* valid once state >= SENDING */
 	uint32_t npkts;
+	union {				/* the arguments of the operations that need more */
+		struct {		/* IBV_WR_BIND_MW (and ibv_bind_mw) */
+			uint32_t mw_index, mr_index;	/* mr_index 0: unbind (type 1) */
+			uint64_t mw_serial, mr_serial;
+			uint64_t addr, length;
+			uint32_t rkey;			/* the window's new rkey */
+			unsigned access;
+		} bind;
+		struct {		/* SR_WR_REG_MR (softrdma_wr_reg_mr) */
+			uint32_t mr_index;
+			uint64_t mr_serial;
+			uint32_t key;
+			unsigned access;
+		} reg;
+		struct {		/* IBV_WR_LOCAL_INV (the rkey is in imm) */
+			bool held;			/* it holds a map until it completes */
+		} inv;
+		struct {		/* SR_WR_FLUSH */
+			uint64_t length;
+			uint8_t type, level;
+		} flush;
+		struct {		/* IBV_WR_ATOMIC_WRITE */
+			uint64_t value;
+			bool have_value;		/* value given (wr API, inline), else the SGE */
+		} aw;
+	} u;
 };
+
+/* Work request opcodes of softrdma's own API (include/softrdma/softrdma.h): REG_MR takes the
+ * driver-private opcode (as mlx5dv does), FLUSH the value newer rdma-core gives IBV_WR_FLUSH. */
+#define SR_WR_REG_MR IBV_WR_DRIVER1
+#define SR_WR_FLUSH 14
+#define SR_WC_REG_MR IBV_WC_DRIVER1
+#define SR_WC_FLUSH 8
+/* Access flags newer rdma-core defines (IBV_ACCESS_FLUSH_*), same values. */
+#define SR_ACCESS_FLUSH_GLOBAL (1u << 8)
+#define SR_ACCESS_FLUSH_PERSISTENT (1u << 9)
+#define SR_FLUSH_GLOBAL 1u		/* placement types (FETH), bits */
+#define SR_FLUSH_PERSISTENT 2u
+#define SR_FLUSH_RANGE 0u		/* selectivity levels */
+#define SR_FLUSH_MR 1u
+
+/* Operations that wait for a response of their own and count against max_rd_atomic (IBA
+ * 9.5.9): READ, the atomics, and -- as in rxe -- ATOMIC WRITE and FLUSH, which are answered by
+ * an empty RDMA READ response and replayed, never re-executed, on a duplicate. */
+static inline bool sr_op_is_rd_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE || op == SR_WR_FLUSH;
+}
+
+/* One request packet, whatever the length (no payload beyond one MTU). */
+static inline bool sr_op_is_one_pkt(uint32_t op)
+{
+	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	       op == IBV_WR_ATOMIC_WRITE || op == SR_WR_FLUSH;
+}
+
+/* Operations the requester executes itself, without a packet (IBA 10.8.2: local). */
+static inline bool sr_op_is_local(uint32_t op)
+{
+	return op == IBV_WR_LOCAL_INV || op == IBV_WR_BIND_MW || op == SR_WR_REG_MR;
+}
 
 struct sr_sq {
 	struct sr_swqe *wqe;
@@ -396,6 +575,7 @@ struct sr_res {			/* responder resource: a READ or ATOMIC to replay on duplicate
 };
 #define SR_RES_READ 1
 #define SR_RES_ATOMIC 2
+#define SR_RES_EMPTY 3		/* ATOMIC WRITE, FLUSH: answered by an empty READ response */
 
 struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint32_t epsn;			/* expected PSN */
@@ -485,6 +665,8 @@ void sr_qp_flush(struct sr_qp *qp);
 void sr_comp_wqe(struct sr_qp *qp, struct sr_swqe *wqe, enum ibv_wc_status status);
 /* The oldest WQE carries a local error: complete it with it and leave RTS (comp.c). */
 void sr_comp_error_oldest(struct sr_qp *qp);
+/* Completes the executed local operations (BIND_MW, LOCAL_INV, REG_MR) at the head of the SQ. */
+void sr_comp_local(struct sr_qp *qp);
 
 /* ---- transport entry points (src/transport) ----------------------------------------------- */
 struct sr_pkt;

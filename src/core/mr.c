@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Memory regions and the access check.
+ * Memory regions, fast registration and the access check.
  *
- * Keys: index << 8 | tag. The index finds the MR in the NIC's key table; the 8-bit tag is
- * random (getrandom) at every registration, as the IBA "key" portion that ibv_inc_rkey
- * advances. A key whose index is reused by a later registration misses unless the tag also
- * matches. Every access, local or remote, goes through sr_mr_get(): key, PD, bounds, rights.
+ * Keys: index << 8 | tag. The index finds the object (MR or MW, mw.c) in the NIC's key table;
+ * the 8-bit tag is random (getrandom) at every registration, as the IBA "key" portion that
+ * ibv_inc_rkey advances. A key whose index is reused by a later registration misses unless the
+ * tag also matches. Every access, local or remote, goes through sr_mem_get(): key, kind, state,
+ * PD (and QP), bounds, rights.
+ *
+ * A fast-registration MR (softrdma_alloc_mr) has no memory of its own until a REG_MR work
+ * request makes one of its maps valid; each key generation has its own map with its own state
+ * (core.h, struct sr_frmap, and docs/memory.md). The maps and the window bindings are read by
+ * the datapath and changed by the verbs and by local operations, all under nic->keys.lock.
  *
  * softrdma reaches registered memory through this process's virtual addresses, so nothing has
  * to be pinned; the `pin` parameter locks it anyway (mlock) for users who want it resident.
@@ -20,7 +26,9 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -29,6 +37,7 @@
 #include "core/core.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "wire/psn.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22	/* Linux 5.14 */
@@ -66,52 +75,230 @@ uint8_t sr_random8(void)
 	return v;
 }
 
-struct sr_mr *sr_mr_get(struct sr_nic *nic, uint32_t key, bool remote, struct sr_pd *pd,
-			uint64_t va, uint64_t len, unsigned access, uint8_t **ptr,
-			enum sr_access_err *err)
+uint64_t sr_kobj_serial(void)
 {
-	struct sr_table *t = &nic->keys;
-	uint32_t index = SR_KEY_INDEX(key);
-	struct sr_mr *mr = NULL;
+	static _Atomic uint64_t next = 1;
 
-	pthread_mutex_lock(&t->lock);
-	if (index < t->size)
-		mr = t->slot[index];
-	if (mr && (remote ? mr->ibmr.rkey : mr->ibmr.lkey) == key && key)
-		atomic_fetch_add(&mr->refs, 1);
-	else
-		mr = NULL;
-	pthread_mutex_unlock(&t->lock);
+	return atomic_fetch_add(&next, 1);
+}
 
-	if (!mr || mr->pd != pd) {
-		*err = SR_ACC_BAD_KEY;
-		goto fail;
+/* The object at a key's index, or NULL (keys lock held). */
+static struct sr_kobj *key_slot(struct sr_nic *nic, uint32_t index)
+{
+	return index < nic->keys.size ? nic->keys.slot[index] : NULL;
+}
+
+static struct sr_mr *kobj_mr(struct sr_kobj *o)
+{
+	return o && o->type == SR_KOBJ_MR ? (struct sr_mr *)((char *)o - offsetof(struct sr_mr, k))
+					  : NULL;
+}
+
+struct sr_mw *sr_kobj_mw(struct sr_kobj *o)
+{
+	return o && o->type == SR_KOBJ_MW ? (struct sr_mw *)((char *)o - offsetof(struct sr_mw, k))
+					  : NULL;
+}
+
+/* The MR registered at index with this serial (keys lock held), or NULL. */
+struct sr_mr *sr_mr_find(struct sr_nic *nic, uint32_t index, uint64_t serial)
+{
+	struct sr_mr *mr = kobj_mr(key_slot(nic, index));
+
+	return mr && mr->k.serial == serial ? mr : NULL;
+}
+
+/* [va, va + len) inside [base, base + size), without overflow. */
+static bool in_range(uint64_t va, uint64_t len, uint64_t base, uint64_t size)
+{
+	return va >= base && va - base <= size && len <= size - (va - base);
+}
+
+/* ---- the access check -------------------------------------------------------------------- */
+
+/* What a checked key resolves to: an MR's memory, or one of its fast-registration maps. */
+struct view {
+	struct sr_mr *mr;		/* the MR to reference */
+	const struct sr_frmap *map;	/* NULL: contiguous, base + (va - iova) */
+	uint8_t *base;
+	uint64_t iova;
+	uint64_t lo, len;		/* the whole range the key covers */
+};
+
+/* A map invalidated after `a->psn` on the same QP still serves that access (core.h). */
+static bool map_valid_at(const struct sr_frmap *m, const struct sr_acc *a)
+{
+	if (m->inval_qpn != a->qpn || !a->qpn)
+		return false;
+	if (a->space == SR_SPACE_REQ && !m->inval_resp && m->held)
+		return sr_psn_lt(a->psn, m->inval_psn);
+	if (a->space == SR_SPACE_RESP && m->inval_resp)
+		return sr_psn_lt(a->psn, m->inval_psn);
+	return false;
+}
+
+static struct sr_frmap *map_of(struct sr_frmr *fr, uint8_t tag)
+{
+	for (uint32_t i = 0; i < fr->nmaps; i++)
+		if (fr->map[i].state != SR_MAP_UNUSED && fr->map[i].key == tag)
+			return &fr->map[i];
+	return NULL;
+}
+
+static enum sr_access_err check_frmr(struct sr_nic *nic, struct sr_mr *mr, const struct sr_acc *a,
+				     uint32_t key, unsigned access, struct view *v)
+{
+	struct sr_frmap *m = map_of(mr->fr, (uint8_t)SR_KEY_TAG(key));
+
+	if (!m || m->state == SR_MAP_FREE) {
+		sr_stat_inc(&nic->stats, SR_STAT_key_stale);
+		return SR_ACC_BAD_KEY;
 	}
-	if ((mr->access & access) != access) {
-		*err = SR_ACC_RIGHTS;
-		goto fail;
+	if (m->state != SR_MAP_VALID) {
+		if (!map_valid_at(m, a)) {
+			sr_stat_inc(&nic->stats, SR_STAT_key_stale);
+			return SR_ACC_BAD_KEY;
+		}
+		sr_stat_inc(&nic->stats, SR_STAT_map_replays);
 	}
-	/* [va, va + len) inside [iova, iova + length), without overflow. */
-	if (va < mr->iova || va - mr->iova > mr->length || len > mr->length - (va - mr->iova)) {
-		*err = SR_ACC_BOUNDS;
-		goto fail;
+	if (mr->pd != a->pd)
+		return SR_ACC_BAD_KEY;
+	if ((m->access & access) != access)
+		return SR_ACC_RIGHTS;
+	v->mr = mr;
+	v->map = m;
+	v->lo = m->iova;
+	v->len = m->length;
+	return SR_ACC_OK;
+}
+
+static enum sr_access_err check_mw(struct sr_nic *nic, struct sr_mw *mw, const struct sr_acc *a,
+				   uint32_t key, unsigned access, struct view *v)
+{
+	if (!a->remote)
+		return SR_ACC_BAD_KEY;	/* a window has no lkey */
+	if (mw->key != key || !mw->bound) {
+		sr_stat_inc(&nic->stats, SR_STAT_key_stale);
+		return SR_ACC_BAD_KEY;
 	}
-	*ptr = mr->base + (va - mr->iova);
-	if (mr->odp) {
+	/* IBA 10.6.7: the QP's PD is the window's; a type 2 window serves only its own QP. */
+	if (mw->pd != a->pd || (mw->ibmw.type == IBV_MW_TYPE_2 && mw->qpn != a->qpn))
+		return SR_ACC_BAD_KEY;
+	if ((mw->access & access) != access)
+		return SR_ACC_RIGHTS;
+	v->mr = mw->mr;
+	v->map = NULL;
+	v->base = mw->mr->base;
+	v->iova = mw->mr->iova;
+	v->lo = mw->addr;
+	v->len = mw->length;
+	return SR_ACC_OK;
+}
+
+static enum sr_access_err check_mr(struct sr_mr *mr, const struct sr_acc *a, uint32_t key,
+				   unsigned access, struct view *v)
+{
+	if ((a->remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key || mr->pd != a->pd)
+		return SR_ACC_BAD_KEY;
+	if ((mr->access & access) != access)
+		return SR_ACC_RIGHTS;
+	v->mr = mr;
+	v->map = NULL;
+	v->base = mr->base;
+	v->iova = mr->iova;
+	v->lo = mr->iova;
+	v->len = mr->length;
+	return SR_ACC_OK;
+}
+
+/* Key, kind, state, PD, QP, rights (keys lock held); not the bounds. */
+static enum sr_access_err check_key(struct sr_nic *nic, const struct sr_acc *a, uint32_t key,
+				    unsigned access, struct view *v)
+{
+	struct sr_kobj *o = key ? key_slot(nic, SR_KEY_INDEX(key)) : NULL;
+	struct sr_mr *mr;
+
+	if (!o)
+		return SR_ACC_BAD_KEY;
+	if (o->type == SR_KOBJ_MW)
+		return check_mw(nic, sr_kobj_mw(o), a, key, access, v);
+	mr = kobj_mr(o);
+	if (mr->fr)
+		return check_frmr(nic, mr, a, key, access, v);
+	return check_mr(mr, a, key, access, v);
+}
+
+/* The process memory of [va, va + len) (inside the view's range): pieces into iov, merging
+ * pages that happen to be adjacent. Returns the count, or -1 when max is not enough. */
+static int view_iov(const struct view *v, uint64_t va, uint64_t len, struct iovec *iov, int max)
+{
+	const struct sr_frmap *m = v->map;
+	int n = 0;
+
+	if (!len)
+		return 0;
+	if (!m) {
+		if (max < 1)
+			return -1;
+		iov[0].iov_base = v->base + (va - v->iova);
+		iov[0].iov_len = len;
+		return 1;
+	}
+	uint64_t off = va - m->iova + m->first_off;
+	uint64_t psz = 1ull << m->page_shift;
+
+	while (len) {
+		uint64_t in = off & (psz - 1);
+		uint64_t take = psz - in < len ? psz - in : len;
+		uint8_t *p = m->pages[off >> m->page_shift] + in;
+
+		if (n && (uint8_t *)iov[n - 1].iov_base + iov[n - 1].iov_len == p) {
+			iov[n - 1].iov_len += take;
+		} else {
+			if (n == max)
+				return -1;
+			iov[n].iov_base = p;
+			iov[n].iov_len = take;
+			n++;
+		}
+		off += take;
+		len -= take;
+	}
+	return n;
+}
+
+struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint64_t va,
+			 uint64_t len, unsigned access, struct iovec *iov, int max_iov, int *niov,
+			 enum sr_access_err *err)
+{
+	struct view v;
+	enum sr_access_err e;
+	int n = 0;
+
+	pthread_mutex_lock(&nic->keys.lock);
+	e = check_key(nic, a, key, access, &v);
+	if (!e && !in_range(va, len, v.lo, v.len))
+		e = SR_ACC_BOUNDS;
+	if (!e && iov && (n = view_iov(&v, va, len, iov, max_iov)) < 0)
+		e = SR_ACC_BOUNDS;	/* more pieces than the caller can take */
+	if (!e)
+		atomic_fetch_add(&v.mr->refs, 1);
+	pthread_mutex_unlock(&nic->keys.lock);
+	/* ODP: fault the range in first; a hole or a read-only mapping refuses the access. */
+	if (!e && v.mr->odp) {
 		sr_stat_inc(&nic->stats, SR_STAT_odp_accesses);
-		if (odp_fault(*ptr, len, access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-						   IBV_ACCESS_REMOTE_ATOMIC))) {
+		if (odp_fault(v.base + (va - v.iova), len,
+			      access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					IBV_ACCESS_REMOTE_ATOMIC))) {
 			sr_stat_inc(&nic->stats, SR_STAT_odp_access_errors);
-			*err = SR_ACC_BOUNDS;
-			goto fail;
+			sr_mr_put(v.mr);
+			e = SR_ACC_BOUNDS;
 		}
 	}
-	*err = SR_ACC_OK;
-	return mr;
-fail:
-	if (mr)
-		sr_mr_put(mr);
-	return NULL;
+	*err = e;
+	if (niov)
+		*niov = e ? 0 : n;
+	return e ? NULL : v.mr;
 }
 
 void sr_mr_put(struct sr_mr *mr)
@@ -119,6 +306,50 @@ void sr_mr_put(struct sr_mr *mr)
 	atomic_fetch_sub(&mr->refs, 1);
 }
 
+int sr_mem_flush(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint64_t va,
+		 uint64_t len, bool whole, unsigned access, bool persist, enum sr_access_err *err)
+{
+	struct view v;
+	enum sr_access_err e;
+	int ret = 0;
+
+	pthread_mutex_lock(&nic->keys.lock);
+	e = check_key(nic, a, key, access, &v);
+	if (!e && whole) {
+		va = v.lo;
+		len = v.len;
+	}
+	if (!e && !in_range(va, len, v.lo, v.len))
+		e = SR_ACC_BOUNDS;
+	/* Persistence is granted on plain MRs only (registration checked the file mapping). */
+	if (!e && persist && v.map)
+		e = SR_ACC_RIGHTS;
+	if (!e)
+		atomic_fetch_add(&v.mr->refs, 1);
+	pthread_mutex_unlock(&nic->keys.lock);
+	*err = e;
+	if (e)
+		return e;
+	/* Global visibility: every store the responder made before this point (they were all
+	 * executed in PSN order by this thread) is visible to every CPU after the fence. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (persist && len) {
+		long pg = sysconf(_SC_PAGESIZE);
+		uintptr_t p = (uintptr_t)(v.base + (va - v.iova));
+		uintptr_t start = p & ~(uintptr_t)(pg - 1);
+
+		sr_stat_inc(&nic->stats, SR_STAT_flush_msync);
+		if (msync((void *)start, (size_t)(p + len - start), MS_SYNC)) {
+			sr_log_rl(SR_LOG_WARN, "FLUSH: msync of %llu bytes failed: %s",
+				  (unsigned long long)len, strerror(errno));
+			ret = -EIO;
+		}
+	}
+	sr_mr_put(v.mr);
+	return ret;
+}
+
+/* ---- registration ------------------------------------------------------------------------ */
 static int mr_pin(void *addr, size_t len)
 {
 	struct rlimit rl;
@@ -136,7 +367,8 @@ static int mr_pin(void *addr, size_t len)
 #define SR_MR_ACCESS_OK                                                                     \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |         \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |             \
-	 IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND)
+	 IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_HUGETLB | SR_ACCESS_FLUSH_GLOBAL |          \
+	 SR_ACCESS_FLUSH_PERSISTENT | IBV_ACCESS_ON_DEMAND)
 
 int sr_mr_check_access(unsigned access)
 {
@@ -150,18 +382,53 @@ int sr_mr_check_access(unsigned access)
 	return 0;
 }
 
+/*
+ * Persistence needs a place to persist to: the whole range must be a shared mapping of a file
+ * (MAP_SHARED), whose pages msync() writes back. Anonymous or private memory has none, and a
+ * persistence FLUSH could not keep its promise: registration fails (as rxe refuses
+ * IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent).
+ */
+static bool range_is_shared_file(const void *addr, size_t len)
+{
+	uintptr_t want = (uintptr_t)addr, end = want + len;
+	char line[512];
+	FILE *f;
+
+	if (!len)
+		return true;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	while (want < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, inode;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %lu", &lo, &hi, perms, &inode) != 4)
+			continue;
+		if (hi <= want)
+			continue;
+		if (lo > want || perms[3] != 's' || !inode)
+			break;
+		want = hi;
+	}
+	fclose(f);
+	return want >= end;
+}
+
 static void mr_set_keys(struct sr_mr *mr)
 {
 	uint32_t key = (mr->index << 8) | sr_random8();
 
 	mr->ibmr.lkey = key;
-	mr->ibmr.rkey = (mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				       IBV_ACCESS_REMOTE_ATOMIC)) ? key : 0;
+	/* A fast-registration MR has one key for both: the maps say what it grants. */
+	mr->ibmr.rkey = (mr->fr || (mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						  IBV_ACCESS_REMOTE_ATOMIC | SR_ACCESS_FLUSH_GLOBAL |
+						  SR_ACCESS_FLUSH_PERSISTENT))) ? key : 0;
 	mr->ibmr.handle = mr->index;
 }
 
-int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access,
-	      struct sr_mr **out)
+static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
+		     unsigned access, struct sr_frmr *fr, struct sr_mr **out)
 {
 	struct sr_nic *nic = pd->ctx->nic;
 	struct sr_mr *mr;
@@ -179,6 +446,11 @@ int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsign
 		iova = 0;
 	else if ((uintptr_t)addr + length < (uintptr_t)addr || iova + length < iova)
 		return -EINVAL;
+	if ((access & SR_ACCESS_FLUSH_PERSISTENT) && !range_is_shared_file(addr, length)) {
+		sr_warn("ibv_reg_mr: persistent FLUSH access needs memory that can persist: a shared "
+			"file mapping (mmap MAP_SHARED of a file) over the whole range");
+		return -EINVAL;
+	}
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
@@ -197,26 +469,44 @@ int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsign
 	mr->iova = iova;
 	mr->length = length;
 	mr->access = access & SR_MR_ACCESS_OK;
+	mr->fr = fr;
+	mr->k.type = SR_KOBJ_MR;
+	mr->k.serial = sr_kobj_serial();
 	atomic_store(&mr->refs, 1);
 	mr->ibmr.context = pd->ibpd.context;
 	mr->ibmr.pd = &pd->ibpd;
 	mr->ibmr.addr = addr;
 	mr->ibmr.length = length;
 
-	idx = sr_table_add(&nic->keys, mr);
-	if (idx < 0 || (uint32_t)idx >= (1u << 24)) {
-		if (idx >= 0)
-			sr_table_del(&nic->keys, (uint32_t)idx);
+	/* The keys are set under the lock that publishes the slot: a lookup never sees one
+	 * without the other. */
+	pthread_mutex_lock(&nic->keys.lock);
+	idx = sr_table_add_locked(&nic->keys, &mr->k);
+	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
+		nic->keys.slot[idx] = NULL;
+		nic->keys.count--;
+		idx = -ENOMEM;
+	}
+	if (idx >= 0) {
+		mr->index = (uint32_t)idx;
+		mr_set_keys(mr);
+	}
+	pthread_mutex_unlock(&nic->keys.lock);
+	if (idx < 0) {
 		if (mr->pinned)
 			munlock(addr, length);
 		free(mr);
 		return -ENOMEM;
 	}
-	mr->index = (uint32_t)idx;
-	mr_set_keys(mr);
 	atomic_fetch_add(&pd->users, 1);
 	*out = mr;
 	return 0;
+}
+
+int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access,
+	      struct sr_mr **out)
+{
+	return mr_create(pd, addr, length, iova, access, NULL, out);
 }
 
 /* Waits until no access is in progress (a NIC finishes its DMA before dereg returns). */
@@ -226,13 +516,33 @@ static void mr_quiesce(struct sr_mr *mr)
 		sched_yield();
 }
 
+static void frmr_free(struct sr_frmr *fr)
+{
+	if (!fr)
+		return;
+	for (uint32_t i = 0; i < fr->nmaps; i++)
+		free(fr->map[i].pages);
+	free(fr);
+}
+
 int sr_mr_dereg(struct sr_mr *mr)
 {
-	sr_table_del(&mr->nic->keys, mr->index);
+	struct sr_table *t = &mr->nic->keys;
+
+	/* IBA 10.6.7.2.x: an MR with windows bound to it stays (rxe refuses too). */
+	pthread_mutex_lock(&t->lock);
+	if (mr->mw_bound) {
+		pthread_mutex_unlock(&t->lock);
+		return -EBUSY;
+	}
+	t->slot[mr->index] = NULL;
+	t->count--;
+	pthread_mutex_unlock(&t->lock);
 	mr_quiesce(mr);
 	if (mr->pinned)
 		munlock(mr->base, mr->length);
 	atomic_fetch_sub(&mr->pd->users, 1);
+	frmr_free(mr->fr);
 	free(mr);
 	return 0;
 }
@@ -241,12 +551,13 @@ int sr_mr_dereg(struct sr_mr *mr)
 int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_t length,
 		unsigned access)
 {
+	struct sr_table *t = &mr->nic->keys;
 	int ret;
 
 	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
 		      IBV_REREG_MR_CHANGE_ACCESS))
 		return -EINVAL;
-	if (!flags)
+	if (!flags || mr->fr)
 		return -EINVAL;
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		ret = sr_mr_check_access(access);
@@ -260,11 +571,24 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		return -EOPNOTSUPP;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return -EINVAL;
+	{
+		/* Persistence stays granted only over a shared file mapping (sr_mr_reg). */
+		unsigned acc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
+		void *a = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->base;
+		size_t l = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
+
+		if ((acc & SR_ACCESS_FLUSH_PERSISTENT) && !range_is_shared_file(a, l))
+			return -EINVAL;
+	}
 
 	/* Take it out of service while it changes, then put it back under the same index. */
-	pthread_mutex_lock(&mr->nic->keys.lock);
-	mr->nic->keys.slot[mr->index] = NULL;
-	pthread_mutex_unlock(&mr->nic->keys.lock);
+	pthread_mutex_lock(&t->lock);
+	if (mr->mw_bound) {
+		pthread_mutex_unlock(&t->lock);
+		return -EBUSY;
+	}
+	t->slot[mr->index] = NULL;
+	pthread_mutex_unlock(&t->lock);
 	mr_quiesce(mr);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		if (mr->pinned)
@@ -285,13 +609,13 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		mr->ibmr.pd = &pd->ibpd;
 		atomic_fetch_add(&pd->users, 1);
 	}
+	pthread_mutex_lock(&t->lock);
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		mr->access = access & SR_MR_ACCESS_OK;
 		mr_set_keys(mr);
 	}
-	pthread_mutex_lock(&mr->nic->keys.lock);
-	mr->nic->keys.slot[mr->index] = mr;
-	pthread_mutex_unlock(&mr->nic->keys.lock);
+	t->slot[mr->index] = &mr->k;
+	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
 
@@ -316,20 +640,17 @@ int sr_mr_advise(struct sr_pd *pd, int advice, uint32_t flags, const struct ibv_
 	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
 		return EOPNOTSUPP;
 	for (uint32_t i = 0; i < num_sge; i++) {
-		uint32_t index = SR_KEY_INDEX(sge[i].lkey);
-		struct sr_table *t = &nic->keys;
-		struct sr_mr *mr = NULL;
+		struct sr_mr *mr;
 		uint64_t va = sge[i].addr, len = sge[i].length;
 		int ret = 0;
 
-		pthread_mutex_lock(&t->lock);
-		if (index < t->size)
-			mr = t->slot[index];
-		if (mr && mr->ibmr.lkey == sge[i].lkey && sge[i].lkey)
+		pthread_mutex_lock(&nic->keys.lock);
+		mr = sge[i].lkey ? kobj_mr(key_slot(nic, SR_KEY_INDEX(sge[i].lkey))) : NULL;
+		if (mr && mr->ibmr.lkey == sge[i].lkey)
 			atomic_fetch_add(&mr->refs, 1);
 		else
 			mr = NULL;
-		pthread_mutex_unlock(&t->lock);
+		pthread_mutex_unlock(&nic->keys.lock);
 		if (!mr)
 			return ENOENT;
 		if (mr->pd != pd || !mr->odp ||
@@ -356,4 +677,224 @@ int sr_mr_advise(struct sr_pd *pd, int advice, uint32_t flags, const struct ibv_
 		sr_stat_inc(&nic->stats, SR_STAT_odp_prefetches);
 	}
 	return 0;
+}
+/* ---- fast registration ------------------------------------------------------------------- */
+int sr_frmr_alloc(struct sr_pd *pd, uint32_t max_pages, struct sr_mr **out)
+{
+	uint32_t nmaps = (uint32_t)sr_params()->frmr_maps;
+	struct sr_frmr *fr;
+	int ret;
+
+	if (!max_pages || max_pages > SR_FRMR_MAX_PAGES)
+		return -EINVAL;
+	if (nmaps < 2)
+		nmaps = 2;
+	if (nmaps > SR_FRMR_MAX_MAPS)
+		nmaps = SR_FRMR_MAX_MAPS;
+	fr = calloc(1, sizeof(*fr) + nmaps * sizeof(struct sr_frmap));
+	if (!fr)
+		return -ENOMEM;
+	fr->max_pages = max_pages;
+	fr->nmaps = nmaps;
+	/* An MR of no memory of its own (length 0): its maps will say what it covers. */
+	ret = mr_create(pd, NULL, 0, 0, 0, fr, out);
+	if (ret)
+		free(fr);
+	return ret;
+}
+
+void sr_frmr_update_key(struct sr_mr *mr, uint8_t key)
+{
+	pthread_mutex_lock(&mr->nic->keys.lock);
+	mr->ibmr.lkey = mr->ibmr.rkey = (mr->index << 8) | key;
+	pthread_mutex_unlock(&mr->nic->keys.lock);
+}
+
+/* The slot a new map with tag `tag` goes to (keys lock held), or NULL (-EBUSY). */
+static struct sr_frmap *map_slot(struct sr_frmr *fr, uint8_t tag)
+{
+	struct sr_frmap *same = map_of(fr, tag), *best = NULL;
+
+	if (same)	/* re-mapping a generation: only one nobody can be using */
+		return same->state == SR_MAP_FREE || (same->state == SR_MAP_INVALID && !same->held)
+			       ? same
+			       : NULL;
+	for (uint32_t i = 0; i < fr->nmaps; i++) {
+		struct sr_frmap *m = &fr->map[i];
+
+		if (m->state == SR_MAP_UNUSED)
+			return m;
+		if (m->state == SR_MAP_INVALID && !m->held && (!best || m->seq < best->seq))
+			best = m;
+	}
+	return best;
+}
+
+int sr_frmr_map(struct sr_mr *mr, const struct ibv_sge *sg, int nents, unsigned page_size)
+{
+	struct sr_frmr *fr = mr->fr;
+	struct sr_frmap *m;
+	uint64_t psz = page_size, total = 0, prev_end = 0;
+	uint32_t shift, npages = 0;
+	uint8_t **pages, **old;
+	int mapped = 0;
+
+	if (!fr || !sg || nents <= 0)
+		return -EINVAL;
+	if (page_size < 4096 || (page_size & (page_size - 1)) || page_size > (1u << 30))
+		return -EINVAL;
+	shift = (uint32_t)__builtin_ctz(page_size);
+	pages = malloc(fr->max_pages * sizeof(*pages));
+	if (!pages)
+		return -ENOMEM;
+	/* As the kernel's ib_sg_to_pages: the iova space has no holes, so every element but
+	 * the first starts on a page boundary and every one but the last ends on one; mapping
+	 * stops at the first element that breaks this or does not fit. */
+	for (int i = 0; i < nents; i++) {
+		uint64_t a = sg[i].addr, l = sg[i].length, first, last, n;
+
+		if (!l || a + l < a)
+			break;
+		if (i > 0 && ((a & (psz - 1)) || (prev_end & (psz - 1))))
+			break;
+		first = a & ~(psz - 1);
+		last = (a + l - 1) & ~(psz - 1);
+		n = ((last - first) >> shift) + 1;
+		if (npages + n > fr->max_pages)
+			break;
+		for (uint64_t k = 0; k < n; k++)
+			pages[npages++] = (uint8_t *)(uintptr_t)(first + (k << shift));
+		total += l;
+		prev_end = a + l;
+		mapped++;
+	}
+	if (!mapped) {
+		free(pages);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&mr->nic->keys.lock);
+	m = map_slot(fr, (uint8_t)SR_KEY_TAG(mr->ibmr.rkey));
+	if (!m) {
+		pthread_mutex_unlock(&mr->nic->keys.lock);
+		free(pages);
+		return -EBUSY;
+	}
+	old = m->pages;
+	memset(m, 0, sizeof(*m));
+	m->state = SR_MAP_FREE;
+	m->key = (uint8_t)SR_KEY_TAG(mr->ibmr.rkey);
+	m->iova = sg[0].addr;
+	m->length = total;
+	m->page_shift = shift;
+	m->first_off = (uint32_t)(sg[0].addr & (psz - 1));
+	m->npages = npages;
+	m->seq = ++fr->seq;
+	m->pages = pages;
+	mr->ibmr.addr = (void *)(uintptr_t)sg[0].addr;
+	mr->ibmr.length = total;
+	pthread_mutex_unlock(&mr->nic->keys.lock);
+	free(old);
+	return mapped;
+}
+
+/* Access a REG_MR may grant (softrdma_wr_reg_mr): what an MR may carry, without the ones a
+ * page list cannot honour. */
+int sr_frmr_check_reg_access(unsigned access)
+{
+	if (access & (SR_ACCESS_FLUSH_PERSISTENT | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND))
+		return -EOPNOTSUPP;
+	if (access & IBV_ACCESS_MW_BIND)
+		return -EOPNOTSUPP;	/* windows on fast-registration MRs: not implemented */
+	return sr_mr_check_access(access);
+}
+
+int sr_frmr_reg_exec(struct sr_qp *qp, struct sr_swqe *w)
+{
+	struct sr_nic *nic = qp->nic;
+	struct sr_mr *mr;
+	struct sr_frmap *m;
+	int st = IBV_WC_LOC_QP_OP_ERR;
+
+	pthread_mutex_lock(&nic->keys.lock);
+	mr = sr_mr_find(nic, w->u.reg.mr_index, w->u.reg.mr_serial);
+	if (!mr || !mr->fr || mr->pd != qp->pd) {
+		sr_log_rl(SR_LOG_INFO, "qp#%u: REG_MR of a freed or foreign MR", sr_qpn(qp));
+		goto out;
+	}
+	/* The seed's rule: the map with this key must exist and be FREE. */
+	m = map_of(mr->fr, (uint8_t)SR_KEY_TAG(w->u.reg.key));
+	if (!m || m->state != SR_MAP_FREE) {
+		sr_log_rl(SR_LOG_INFO, "qp#%u: REG_MR key 0x%x: no free map with that key",
+			  sr_qpn(qp), w->u.reg.key);
+		goto out;
+	}
+	m->state = SR_MAP_VALID;
+	m->access = w->u.reg.access;
+	st = 0;
+out:
+	pthread_mutex_unlock(&nic->keys.lock);
+	return st;
+}
+
+/* Invalidation of a fast-registration map (keys lock held). */
+static int frmr_invalidate(struct sr_qp *qp, struct sr_mr *mr, uint32_t key, bool remote,
+			   uint32_t psn, bool *held)
+{
+	struct sr_frmap *m = map_of(mr->fr, (uint8_t)SR_KEY_TAG(key));
+
+	if (!m || mr->pd != qp->pd)
+		return -EINVAL;
+	if (m->state == SR_MAP_INVALID)
+		return 0;	/* again: nothing changes (as rxe) */
+	if (m->state == SR_MAP_VALID) {
+		m->inval_qpn = sr_qpn(qp);
+		m->inval_psn = psn;
+		m->inval_resp = remote;
+		m->held = !remote;
+		*held = !remote;
+	}
+	m->state = SR_MAP_INVALID;	/* a FREE map invalidated is simply dropped */
+	return 0;
+}
+
+int sr_mw_invalidate_locked(struct sr_qp *qp, struct sr_mw *mw, uint32_t key, bool remote);
+
+int sr_key_invalidate(struct sr_qp *qp, uint32_t key, bool remote, uint32_t psn, bool *held)
+{
+	struct sr_nic *nic = qp->nic;
+	struct sr_kobj *o;
+	struct sr_mr *mr;
+	int ret = -EINVAL;
+
+	*held = false;
+	pthread_mutex_lock(&nic->keys.lock);
+	o = key ? key_slot(nic, SR_KEY_INDEX(key)) : NULL;
+	if (o && o->type == SR_KOBJ_MW) {
+		ret = sr_mw_invalidate_locked(qp, sr_kobj_mw(o), key, remote);
+	} else if ((mr = kobj_mr(o)) && mr->fr) {
+		ret = frmr_invalidate(qp, mr, key, remote, psn, held);
+	}
+	/* An MR from ibv_reg_mr, or a type 1 window, cannot be invalidated (IBA 10.6.6). */
+	pthread_mutex_unlock(&nic->keys.lock);
+	if (ret)
+		sr_log_rl(SR_LOG_INFO, "qp#%u: %s invalidate of key 0x%x refused", sr_qpn(qp),
+			  remote ? "remote" : "local", key);
+	return ret;
+}
+
+void sr_key_inval_done(struct sr_qp *qp, uint32_t key)
+{
+	struct sr_nic *nic = qp->nic;
+	struct sr_mr *mr;
+	struct sr_frmap *m;
+
+	pthread_mutex_lock(&nic->keys.lock);
+	mr = kobj_mr(key_slot(nic, SR_KEY_INDEX(key)));
+	if (mr && mr->fr) {
+		m = map_of(mr->fr, (uint8_t)SR_KEY_TAG(key));
+		if (m && m->state == SR_MAP_INVALID && m->held && !m->inval_resp &&
+		    m->inval_qpn == sr_qpn(qp))
+			m->held = false;
+	}
+	pthread_mutex_unlock(&nic->keys.lock);
 }

@@ -37,6 +37,7 @@
 	X(stats_dump, STR, "", "when a device closes (or the process exits), append its non-zero counters to this file (%p: pid)") \
 	X(max_qp, INT, 16384, "largest number of QPs per device") \
 	X(max_mr, INT, 65536, "largest number of MRs per device") \
+	X(frmr_maps, INT, 4, "key generations a fast-registration MR keeps at once (valid, being invalidated, mapped ahead), 2..16") \
 	X(max_cqe, INT, 4194304, "largest CQ size")
 
 enum sr_param_type { SR_PT_INT, SR_PT_BOOL, SR_PT_STR };

@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "core/post.h"
 
+/* Which work request opcode a QP type takes (IBA 10.8.2; as rxe's wr opcode table). */
 static bool opcode_ok(enum ibv_qp_type type, uint32_t op)
 {
 	if (type == IBV_QPT_XRC_RECV)
@@ -24,27 +25,20 @@ static bool opcode_ok(enum ibv_qp_type type, uint32_t op)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		return type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_XRC_SEND;
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
+	case SR_WR_REG_MR:
+		return type == IBV_QPT_RC || type == IBV_QPT_UC;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
-	default:
-		return false;
-	}
-}
-
-static bool opcode_known(uint32_t op)
-{
-	switch (op) {
-	case IBV_WR_LOCAL_INV:
-	case IBV_WR_BIND_MW:
-	case IBV_WR_SEND_WITH_INV:
-	case IBV_WR_TSO:
-	case IBV_WR_DRIVER1:
+	case IBV_WR_SEND_WITH_INV:	/* no UC opcode for it (IBA 9.2, table 38) */
 	case IBV_WR_ATOMIC_WRITE:
-		return true;
+	case SR_WR_FLUSH:
+		return type == IBV_QPT_RC;
 	default:
-		return false;
+		return false;	/* TSO (raw packet QPs), unknown */
 	}
 }
 
@@ -68,8 +62,17 @@ int sr_swqe_finish(struct sr_qp *qp, uint32_t slot)
 	uint64_t len = 0;
 
 	if (!opcode_ok(qp->type, w->opcode))
-		return opcode_known(w->opcode) && w->opcode != IBV_WR_TSO ? -EOPNOTSUPP : -EINVAL;
-	if (!w->inl) {
+		return -EINVAL;
+	if (sr_op_is_local(w->opcode) || w->opcode == SR_WR_FLUSH) {
+		/* No data of their own: their arguments are in w->u (or imm for LOCAL_INV). */
+		w->num_sge = 0;
+		w->inl = false;
+		w->length = 0;
+	} else if (w->opcode == IBV_WR_ATOMIC_WRITE && w->u.aw.have_value) {
+		w->num_sge = 0;
+		w->inl = false;
+		w->length = 8;
+	} else if (!w->inl) {
 		if (w->num_sge > qp->sq.max_sge)
 			return -EINVAL;
 		for (uint32_t i = 0; i < w->num_sge; i++)
@@ -85,6 +88,11 @@ int sr_swqe_finish(struct sr_qp *qp, uint32_t slot)
 		if (w->length < 8 || (w->raddr & 7) || w->inl)
 			return -EINVAL;
 		w->length = 8;
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* Exactly 8 bytes, to an 8-byte aligned remote address. */
+		if (w->length != 8 || (w->raddr & 7))
+			return -EINVAL;
 		break;
 	case IBV_WR_RDMA_READ:
 		if (w->inl)
@@ -121,6 +129,76 @@ int sr_swqe_inline(struct sr_qp *qp, uint32_t slot, const struct ibv_sge *sg, si
 	return 0;
 }
 
+int sr_swqe_bind(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mw *ibmw, uint32_t rkey,
+		 const struct ibv_mw_bind_info *b, bool type1)
+{
+	const unsigned ok = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
+	struct sr_mw *mw = ibmw ? sr_mw(ibmw) : NULL;
+
+	if (!mw || !b || mw->nic != qp->nic)
+		return -EINVAL;
+	/* A work request binds type 2 windows; type 1 ones are bound by ibv_bind_mw (as
+	 * ibv_post_send(3) says and providers enforce). */
+	if ((ibmw->type == IBV_MW_TYPE_1) != type1)
+		return -EINVAL;
+	if ((rkey >> 8) != mw->index)
+		return -EINVAL;	/* only the tag may change (ibv_inc_rkey) */
+	/* Zero-based: never for type 1 (IBA o10-36.2.2); type 2 ones are not implemented. */
+	if (b->mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return type1 ? -EINVAL : -EOPNOTSUPP;
+	if (b->mw_access_flags & ~ok)
+		return -EINVAL;
+	if (b->mr && (sr_mr(b->mr)->nic != qp->nic))
+		return -EINVAL;
+	if (b->mr && sr_mr(b->mr)->fr)
+		return -EOPNOTSUPP;	/* windows on fast-registration MRs: not implemented */
+	if (!b->mr && (b->addr || b->length))
+		return -EINVAL;
+	w->u.bind.mw_index = mw->index;
+	w->u.bind.mw_serial = mw->k.serial;
+	w->u.bind.mr_index = b->mr ? sr_mr(b->mr)->index : 0;
+	w->u.bind.mr_serial = b->mr ? sr_mr(b->mr)->k.serial : 0;
+	w->u.bind.addr = b->addr;
+	w->u.bind.length = b->mr ? b->length : 0;
+	w->u.bind.rkey = rkey;
+	w->u.bind.access = b->mw_access_flags;
+	return 0;
+}
+
+int sr_swqe_reg(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mr *ibmr, uint32_t key,
+		unsigned access)
+{
+	struct sr_mr *mr = ibmr ? sr_mr(ibmr) : NULL;
+	int ret;
+
+	if (!mr || !mr->fr || mr->nic != qp->nic || (key >> 8) != mr->index)
+		return -EINVAL;
+	ret = sr_frmr_check_reg_access(access);
+	if (ret)
+		return ret;
+	w->u.reg.mr_index = mr->index;
+	w->u.reg.mr_serial = mr->k.serial;
+	w->u.reg.key = key;
+	w->u.reg.access = access;
+	return 0;
+}
+
+int sr_swqe_flush(struct sr_swqe *w, uint32_t rkey, uint64_t raddr, size_t len, uint8_t type,
+		  uint8_t level)
+{
+	if (!type || (type & ~(SR_FLUSH_GLOBAL | SR_FLUSH_PERSISTENT)) || level > SR_FLUSH_MR)
+		return -EINVAL;
+	if (level == SR_FLUSH_RANGE && len > UINT32_MAX)
+		return -EINVAL;	/* the RETH says how much in 32 bits */
+	w->rkey = rkey;
+	w->raddr = raddr;
+	w->u.flush.length = level == SR_FLUSH_RANGE ? len : 0;
+	w->u.flush.type = type;
+	w->u.flush.level = level;
+	return 0;
+}
+
 static int fill_wqe(struct sr_qp *qp, uint32_t slot, struct ibv_send_wr *wr)
 {
 	struct sr_swqe *w = sr_sq_at(&qp->sq, slot);
@@ -134,10 +212,32 @@ static int fill_wqe(struct sr_qp *qp, uint32_t slot, struct ibv_send_wr *wr)
 		return -EINVAL;
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		w->imm = wr->imm_data;
-	switch (wr->opcode) {
+	if (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV)
+		w->imm = wr->invalidate_rkey;
+	if (!opcode_ok(qp->type, wr->opcode))
+		return -EINVAL;
+	switch ((uint32_t)wr->opcode) {
+	case IBV_WR_BIND_MW:
+		ret = sr_swqe_bind(qp, w, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info,
+				   false);
+		if (ret)
+			return ret;
+		return sr_swqe_finish(qp, slot);
+	case SR_WR_REG_MR:
+		/* softrdma_wr_set_reg_mr() (softrdma.h) puts the MR, key and access there. */
+		ret = sr_swqe_reg(qp, w, wr->bind_mw.bind_info.mr, wr->bind_mw.rkey,
+				  wr->bind_mw.bind_info.mw_access_flags);
+		if (ret)
+			return ret;
+		return sr_swqe_finish(qp, slot);
+	case IBV_WR_LOCAL_INV:
+		return sr_swqe_finish(qp, slot);
+	case SR_WR_FLUSH:
+		return -EOPNOTSUPP;	/* no ibv_send_wr fields for it: softrdma_wr_flush() */
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_WRITE:
 		w->raddr = wr->wr.rdma.remote_addr;
 		w->rkey = wr->wr.rdma.rkey;
 		break;
@@ -164,7 +264,19 @@ static int fill_wqe(struct sr_qp *qp, uint32_t slot, struct ibv_send_wr *wr)
 		   wr->opcode != IBV_WR_RDMA_READ && wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
 		   wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
 
-	if (inl) {
+	if (inl && wr->opcode == IBV_WR_ATOMIC_WRITE) {
+		/* The 8 bytes are taken now, whatever max_inline_data is. */
+		size_t total = 0;
+
+		for (int i = 0; i < wr->num_sge; i++)
+			total += wr->sg_list[i].length;
+		if (total != 8)
+			return -EINVAL;
+		for (int i = 0, at = 0; i < wr->num_sge; at += (int)wr->sg_list[i].length, i++)
+			memcpy((uint8_t *)&w->u.aw.value + at,
+			       (const void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+		w->u.aw.have_value = true;
+	} else if (inl) {
 		ret = sr_swqe_inline(qp, slot, wr->sg_list, (size_t)wr->num_sge, NULL);
 		if (ret)
 			return ret;
@@ -177,6 +289,38 @@ static int fill_wqe(struct sr_qp *qp, uint32_t slot, struct ibv_send_wr *wr)
 			       (size_t)wr->num_sge * sizeof(struct ibv_sge));
 	}
 	return sr_swqe_finish(qp, slot);
+}
+
+int sr_qp_post_bind_mw(struct sr_qp *qp, struct sr_mw *mw, const struct ibv_mw_bind *b)
+{
+	uint32_t rkey = ibv_inc_rkey(mw->ibmw.rkey);
+	struct sr_swqe *w;
+	int ret;
+
+	pthread_mutex_lock(&qp->lock);
+	ret = sr_post_state_ok(qp);
+	if (!ret && qp->sq.head - qp->sq.tail >= qp->sq.max_wr)
+		ret = -ENOMEM;
+	if (ret)
+		goto out;
+	w = sr_sq_at(&qp->sq, qp->sq.head);
+	memset(w, 0, sizeof(*w));
+	w->wr_id = b->wr_id;
+	w->opcode = IBV_WR_BIND_MW;
+	w->flags = b->send_flags;
+	ret = sr_swqe_bind(qp, w, &mw->ibmw, rkey, &b->bind_info, true);
+	if (!ret)
+		ret = sr_swqe_finish(qp, qp->sq.head);
+	if (ret)
+		goto out;
+	qp->sq.head++;
+	/* ibv_bind_mw(3): the window's rkey is the new one from now on (an error completion
+	 * leaves the application to undo it, as with rdma-core's providers). */
+	mw->ibmw.rkey = rkey;
+	sr_sq_kick(qp);
+out:
+	pthread_mutex_unlock(&qp->lock);
+	return ret;
 }
 
 int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)

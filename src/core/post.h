@@ -12,6 +12,14 @@ int sr_swqe_finish(struct sr_qp *qp, uint32_t slot);
 /* Copies inline data (from sges or bufs) into slot's inline buffer. */
 int sr_swqe_inline(struct sr_qp *qp, uint32_t slot, const struct ibv_sge *sg, size_t n,
 		   const struct ibv_data_buf *bufs);
+/* The arguments of BIND_MW (type1: from ibv_bind_mw), REG_MR and FLUSH into w->u; 0 or -errno
+ * (EINVAL, EOPNOTSUPP for what softrdma does not implement). */
+int sr_swqe_bind(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mw *mw, uint32_t rkey,
+		 const struct ibv_mw_bind_info *b, bool type1);
+int sr_swqe_reg(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mr *mr, uint32_t key,
+		unsigned access);
+int sr_swqe_flush(struct sr_swqe *w, uint32_t rkey, uint64_t raddr, size_t len, uint8_t type,
+		  uint8_t level);
 int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int sr_qp_post_recv(struct sr_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 /* After new WQEs: send (or flush in ERR/SQE); qp lock held. */
@@ -36,6 +44,19 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 /* ibv_advise_mr (ODP prefetch); a positive errno. */
 int sr_mr_advise(struct sr_pd *pd, int advice, uint32_t flags, const struct ibv_sge *sge,
 		 uint32_t num_sge);
+/* Fast registration: an MR of up to max_pages pages and no memory yet; a new map for the
+ * key tag the MR's keys carry now (count of SGEs mapped, or -errno); the keys' tag. */
+int sr_frmr_alloc(struct sr_pd *pd, uint32_t max_pages, struct sr_mr **out);
+int sr_frmr_map(struct sr_mr *mr, const struct ibv_sge *sg, int nents, unsigned page_size);
+void sr_frmr_update_key(struct sr_mr *mr, uint8_t key);
+/* Rights a REG_MR may grant: 0, -EINVAL, -EOPNOTSUPP. */
+int sr_frmr_check_reg_access(unsigned access);
+
+/* mw.c */
+int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out);
+int sr_mw_dealloc(struct sr_mw *mw);
+/* ibv_bind_mw (type 1): queues the bind on qp; mw->ibmw.rkey becomes the new key. */
+int sr_qp_post_bind_mw(struct sr_qp *qp, struct sr_mw *mw, const struct ibv_mw_bind *b);
 
 /* cq.c */
 int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out);

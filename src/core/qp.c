@@ -455,8 +455,14 @@ static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
 		return IBV_WC_LOCAL_INV;
 	case IBV_WR_BIND_MW:
 		return IBV_WC_BIND_MW;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case SR_WR_FLUSH:
+		return (enum ibv_wc_opcode)SR_WC_FLUSH;
+	case SR_WR_REG_MR:
+		return SR_WC_REG_MR;
 	default:
-		return IBV_WC_SEND;
+		return IBV_WC_SEND;	/* SEND, SEND_WITH_IMM, SEND_WITH_INV */
 	}
 }
 
@@ -473,10 +479,13 @@ void sr_comp_wqe(struct sr_qp *qp, struct sr_swqe *wqe, enum ibv_wc_status statu
 
 		sr_cq_post(qp->scq, &wc, false);
 	}
-	if (wqe->state >= SR_WQE_SENDING && (wqe->opcode == IBV_WR_RDMA_READ ||
-					     wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-					     wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
+	if (wqe->state >= SR_WQE_SENDING && sr_op_is_rd_atomic(wqe->opcode))
 		qp->req.rd_atomic--;
+	if (wqe->opcode == IBV_WR_LOCAL_INV && wqe->u.inv.held) {
+		/* Everything before it has completed: no retransmission needs the map now. */
+		sr_key_inval_done(qp, wqe->imm);
+		wqe->u.inv.held = false;
+	}
 	qp->sq.tail++;
 }
 
@@ -561,7 +570,8 @@ static int check_attrs(struct sr_qp *qp, const struct ibv_qp_attr *a, int mask, 
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-					      IBV_ACCESS_MW_BIND)))
+					      IBV_ACCESS_MW_BIND | SR_ACCESS_FLUSH_GLOBAL |
+					      SR_ACCESS_FLUSH_PERSISTENT)))
 		return -EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > nic->active_mtu))

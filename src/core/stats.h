@@ -30,6 +30,9 @@
 	X(seq_naks_sent, "PSN sequence error NAKs sent")                            \
 	X(seq_naks_rcvd, "PSN sequence error NAKs received")                        \
 	X(access_naks_sent, "remote access error NAKs sent (bad rkey, bounds, rights)") \
+	X(key_stale, "accesses refused: key of an invalidated, unbound or replaced generation (MW, fast-reg MR)") \
+	X(map_replays, "retransmissions or replays served by a fast-reg map invalidated after their PSN") \
+	X(flush_msync, "persistence FLUSHes written back with msync (file-backed MRs)") \
 	X(inv_req_naks_sent, "invalid request NAKs sent")                           \
 	X(op_naks_sent, "remote operational error NAKs sent")                       \
 	X(naks_rcvd, "other NAKs received (access, invalid request, operational)") \

@@ -31,11 +31,8 @@ void sr_table_destroy(struct sr_table *t)
 	pthread_mutex_destroy(&t->lock);
 }
 
-int sr_table_add(struct sr_table *t, void *obj)
+int sr_table_add_locked(struct sr_table *t, void *obj)
 {
-	int ret = -ENOMEM;
-
-	pthread_mutex_lock(&t->lock);
 	/* Index 0 is never used: a zero key or QPN 0 must never match anything. */
 	for (uint32_t n = 0; n < t->size; n++) {
 		uint32_t i = (t->next_free_hint + n) & (t->size - 1);
@@ -46,9 +43,17 @@ int sr_table_add(struct sr_table *t, void *obj)
 		t->count++;
 		/* Moving on instead of reusing at once keeps recently freed indexes cold. */
 		t->next_free_hint = i + 1;
-		ret = (int)i;
-		break;
+		return (int)i;
 	}
+	return -ENOMEM;
+}
+
+int sr_table_add(struct sr_table *t, void *obj)
+{
+	int ret;
+
+	pthread_mutex_lock(&t->lock);
+	ret = sr_table_add_locked(t, obj);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }

@@ -102,6 +102,10 @@ static struct sr_swqe *complete_before(struct sr_qp *qp, uint32_t psn, bool incl
 			sr_comp_error_oldest(qp);
 			return NULL;
 		}
+		if (sr_op_is_local(w->opcode)) {
+			sr_comp_wqe(qp, w, IBV_WC_SUCCESS);	/* executed; all before it done */
+			continue;
+		}
 		if (sr_op_is_rd_atomic(w->opcode))
 			return w;
 		if (inclusive ? sr_psn_gt(w->last_psn, psn) : sr_psn_ge(w->last_psn, psn))
@@ -214,6 +218,34 @@ static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout,
 	sr_req_progress(qp);
 }
 
+void sr_comp_local(struct sr_qp *qp)
+{
+	struct sr_swqe *w;
+
+	while ((w = oldest(qp)) && sr_op_is_local(w->opcode)) {
+		if (w->status) {
+			sr_comp_error_oldest(qp);
+			return;
+		}
+		sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+	}
+}
+
+/* ATOMIC WRITE and FLUSH are answered by an RDMA READ response without payload (as rxe and
+ * the IBA memory placement extensions do): it completes them. */
+static void empty_read_resp(struct sr_qp *qp, struct sr_swqe *w, struct sr_pkt *pkt)
+{
+	if ((pkt->opcode & 0x1f) != SR_OP_READ_RESP_ONLY || pkt->paylen ||
+	    pkt->psn != w->first_psn || pkt->psn != qp->comp.psn) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
+		return;
+	}
+	qp->comp.psn = sr_psn_next(pkt->psn);
+	progress_made(qp);
+	sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+	sr_req_progress(qp);
+}
+
 static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_swqe *w = complete_before(qp, pkt->psn, false);
@@ -221,6 +253,10 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	struct sr_sgl sgl;
 	int st;
 
+	if (w && (w->opcode == IBV_WR_ATOMIC_WRITE || w->opcode == SR_WR_FLUSH)) {
+		empty_read_resp(qp, w, pkt);
+		return;
+	}
 	if (!w || w->opcode != IBV_WR_RDMA_READ || !sr_psn_in(pkt->psn, w->first_psn, w->last_psn)) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
 		return;
@@ -249,7 +285,9 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	if (pkt->paylen) {
-		st = sr_sgl_map(qp->nic, qp->pd, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, off,
+		struct sr_acc a = sr_acc_req(qp, w);
+
+		st = sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, off,
 				pkt->paylen, IBV_ACCESS_LOCAL_WRITE, &sgl);
 		if (st) {
 			fail_oldest(qp, (enum ibv_wc_status)st);
@@ -280,7 +318,9 @@ static void atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	orig = sr_atmack_orig(sr_pkt_h(pkt, SR_H_ATMACK));
-	st = sr_sgl_map(qp->nic, qp->pd, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, 0, 8,
+	struct sr_acc a = sr_acc_req(qp, w);
+
+	st = sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, 0, 8,
 			IBV_ACCESS_LOCAL_WRITE, &sgl);
 	if (st) {
 		fail_oldest(qp, (enum ibv_wc_status)st);

@@ -16,14 +16,14 @@
 #include "core/log.h"
 #include "transport/xport.h"
 
-static uint8_t send_opcode(uint8_t tr, bool first, bool last, bool imm)
+static uint8_t send_opcode(uint8_t tr, bool first, bool last, bool imm, bool inv)
 {
 	if (first && last)
-		return SR_OPC(tr, imm ? SR_OP_SEND_ONLY_IMM : SR_OP_SEND_ONLY);
+		return SR_OPC(tr, inv ? SR_OP_SEND_ONLY_INV : imm ? SR_OP_SEND_ONLY_IMM : SR_OP_SEND_ONLY);
 	if (first)
 		return SR_OPC(tr, SR_OP_SEND_FIRST);
 	if (last)
-		return SR_OPC(tr, imm ? SR_OP_SEND_LAST_IMM : SR_OP_SEND_LAST);
+		return SR_OPC(tr, inv ? SR_OP_SEND_LAST_INV : imm ? SR_OP_SEND_LAST_IMM : SR_OP_SEND_LAST);
 	return SR_OPC(tr, SR_OP_SEND_MIDDLE);
 }
 
@@ -69,13 +69,26 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 		first = last = true;
 		covered = 8;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		opcode = SR_OPC(tr, SR_OP_ATOMIC_WRITE);
+		first = last = true;
+		paylen = 8;
+		covered = 8;
+		break;
+	case SR_WR_FLUSH:
+		opcode = SR_OPC(tr, SR_OP_FLUSH);
+		first = last = true;
+		covered = 0;
+		break;
 	default:
 		paylen = w->length - off < mtu ? w->length - off : mtu;
 		first = off == 0;
 		last = off + paylen == w->length;
 		covered = (int)paylen;
-		opcode = (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
-				 ? send_opcode(tr, first, last, w->opcode == IBV_WR_SEND_WITH_IMM)
+		opcode = (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
+			  w->opcode == IBV_WR_SEND_WITH_INV)
+				 ? send_opcode(tr, first, last, w->opcode == IBV_WR_SEND_WITH_IMM,
+					       w->opcode == IBV_WR_SEND_WITH_INV)
 				 : write_opcode(tr, first, last,
 						w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
 		break;
@@ -122,12 +135,19 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 
 		sr_deth_build((struct sr_deth *)(hdr + oi->offset[SR_H_DETH]), qkey, sr_qpn(qp));
 	}
+	if (oi->mask & SR_M_FETH)
+		sr_feth_build((struct sr_feth *)(hdr + oi->offset[SR_H_FETH]), w->u.flush.level,
+			      w->u.flush.type);
 	if (oi->mask & SR_M_RETH) {
-		uint32_t len = w->opcode == IBV_WR_RDMA_READ ? w->length - off : w->length;
+		uint32_t len = w->opcode == IBV_WR_RDMA_READ ? w->length - off
+			     : w->opcode == SR_WR_FLUSH	    ? (uint32_t)w->u.flush.length
+							    : w->length;
 		uint64_t va = w->opcode == IBV_WR_RDMA_READ ? w->raddr + off : w->raddr;
 
 		sr_reth_build((struct sr_reth *)(hdr + oi->offset[SR_H_RETH]), va, w->rkey, len);
 	}
+	if (oi->mask & SR_M_IETH)
+		sr_ieth_build((struct sr_ieth *)(hdr + oi->offset[SR_H_IETH]), w->imm);
 	if (oi->mask & SR_M_ATMETH) {
 		bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
 
@@ -138,13 +158,22 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 		sr_immdt_build_raw((struct sr_immdt *)(hdr + oi->offset[SR_H_IMMDT]), w->imm);
 
 	if (paylen) {
-		if (w->inl) {
+		if (w->opcode == IBV_WR_ATOMIC_WRITE && w->u.aw.have_value) {
+			sgl.iov[0].iov_base = &w->u.aw.value;
+			sgl.iov[0].iov_len = 8;
+			sgl.mr[0] = NULL;
+			sgl.n = 1;
+		} else if (w->inl) {
 			sgl.iov[0].iov_base = sr_sq_inline(&qp->sq, idx) + off;
 			sgl.iov[0].iov_len = paylen;
 			sgl.mr[0] = NULL;
 			sgl.n = 1;
 		} else {
-			st = sr_sgl_map(qp->nic, qp->pd, sr_sq_sges(&qp->sq, idx), w->num_sge, off,
+			/* Judged as at the WQE's first PSN: a retransmission after a LOCAL_INV of
+			 * its lkey still gathers from the map it was first sent from (mr.c). */
+			struct sr_acc a = sr_acc_req(qp, w);
+
+			st = sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, idx), w->num_sge, off,
 					paylen, 0, &sgl);
 			if (st)
 				return -st;
@@ -152,9 +181,38 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	}
 	if (sr_psn_lt(qp->req.psn, qp->req.high_psn))
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retransmits);	/* sent before */
-	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
+	if (sgl.n > SR_XMIT_MAX_IOV) {
+		/* Many SGEs over scattered pages: more pieces than the socket path takes. */
+		uint8_t flat[4096];
+
+		sr_iov_copy_out(sgl.iov, sgl.n, flat, paylen);
+		struct iovec one = { flat, paylen };
+
+		sr_net_xmit(qp->nic, dst, hdr, hlen, &one, 1, paylen);
+	} else {
+		sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
+	}
 	sr_sgl_release(&sgl);
 	return covered;
+}
+
+/* Executes a local operation (BIND_MW, LOCAL_INV, REG_MR): 0 or an ibv_wc_status. */
+static int req_local(struct sr_qp *qp, struct sr_swqe *w)
+{
+	switch (w->opcode) {
+	case IBV_WR_BIND_MW:
+		return sr_mw_bind_exec(qp, w);
+	case SR_WR_REG_MR:
+		return sr_frmr_reg_exec(qp, w);
+	case IBV_WR_LOCAL_INV:
+		/* Every WQE before it has its PSNs below req.psn: their retransmissions still
+		 * see the map (held until this WQE completes). */
+		return sr_key_invalidate(qp, w->imm, false, qp->req.psn, &w->u.inv.held)
+			       ? IBV_WC_LOC_QP_OP_ERR
+			       : 0;
+	default:
+		return IBV_WC_LOC_QP_OP_ERR;
+	}
 }
 
 /* ---- the send window ------------------------------------------------------------------ */
@@ -256,13 +314,43 @@ static void catch_up(struct sr_qp *qp)
 	}
 }
 
+/*
+ * A local operation reached by the requester executes now, in SQ order: after every earlier
+ * WQE has been sent (not completed: IBV_SEND_FENCE waits for earlier READ/ATOMIC results). It
+ * takes no PSN; first_psn records where the requester stood. It completes once it is the
+ * oldest WQE (comp.c). Returns true when it failed (the requester stops, as for a local error).
+ */
+static bool req_local_step(struct sr_qp *qp, struct sr_swqe *w)
+{
+	int st = req_local(qp, w);
+
+	w->first_psn = qp->req.psn;
+	w->last_psn = sr_psn_add(qp->req.psn, -1);
+	w->npkts = 0;
+	w->state = SR_WQE_SENT;
+	w->status = (uint8_t)st;
+	qp->req.idx++;
+	qp->req.offset = 0;
+	if (st) {
+		qp->req.stalled = true;
+		if (qp->sq.tail == qp->req.idx - 1)
+			sr_comp_error_oldest(qp);
+		return true;
+	}
+	if (!sr_qp_reliable(qp) || qp->sq.tail == qp->req.idx - 1)
+		sr_comp_wqe(qp, w, IBV_WC_SUCCESS);	/* nothing before it is outstanding */
+	return false;
+}
+
 void sr_req_progress(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
 	bool was_idle, sent = false;
 
-	if (sr_qp_reliable(qp))
+	if (sr_qp_reliable(qp)) {
 		catch_up(qp);
+		sr_comp_local(qp);
+	}
 	was_idle = !outstanding(qp);
 
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
@@ -274,22 +362,28 @@ void sr_req_progress(struct sr_qp *qp)
 		struct sr_swqe *w = sr_sq_at(sq, qp->req.idx);
 		int n;
 
+		if (sr_op_is_local(w->opcode) && w->state != SR_WQE_POSTED) {
+			qp->req.idx++;	/* executed already: a rewind never repeats it */
+			continue;
+		}
 		if (w->state == SR_WQE_POSTED) {
 			/* Starting a new WQE. */
 			if (qp->state == IBV_QPS_SQD)
 				break;
 			if ((w->flags & IBV_SEND_FENCE) && qp->req.rd_atomic)
 				break;
+			if (sr_op_is_local(w->opcode)) {
+				if (req_local_step(qp, w))
+					return;
+				continue;
+			}
 			if (sr_op_is_rd_atomic(w->opcode)) {
 				if (qp->req.rd_atomic >= qp->attr.max_rd_atomic)
 					break;
 				qp->req.rd_atomic++;
 			}
 			w->first_psn = qp->req.psn;
-			w->npkts = (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-				    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-					   ? 1
-					   : sr_npkts(w->length, qp->mtu);
+			w->npkts = sr_op_is_one_pkt(w->opcode) ? 1 : sr_npkts(w->length, qp->mtu);
 			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 			w->state = SR_WQE_SENDING;
 			qp->req.offset = 0;
@@ -327,8 +421,7 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		if (sr_psn_gt(qp->req.psn, qp->req.high_psn))
 			qp->req.high_psn = qp->req.psn;
-		if (qp->req.offset >= w->length || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (qp->req.offset >= w->length || sr_op_is_one_pkt(w->opcode)) {
 			w->state = SR_WQE_SENT;
 			qp->req.idx++;
 			qp->req.offset = 0;
@@ -357,7 +450,7 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 
 		if (w->state == SR_WQE_POSTED)
 			return false;
-		if (!sr_psn_in(psn, w->first_psn, w->last_psn))
+		if (sr_op_is_local(w->opcode) || !sr_psn_in(psn, w->first_psn, w->last_psn))
 			continue;
 		if (sr_op_is_rd_atomic(w->opcode) || !sr_psn_lt(psn, qp->req.high_psn) ||
 		    (i == qp->req.idx && !sr_psn_lt(psn, qp->req.psn)))
@@ -392,7 +485,7 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 
 		if (w->state == SR_WQE_POSTED)
 			break;
-		if (sr_psn_in(psn, w->first_psn, w->last_psn)) {
+		if (!sr_op_is_local(w->opcode) && sr_psn_in(psn, w->first_psn, w->last_psn)) {
 			uint32_t k = (uint32_t)sr_psn_diff(psn, w->first_psn);
 
 			qp->req.idx = i;
@@ -407,7 +500,8 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 
 				if (x->state == SR_WQE_POSTED)
 					break;
-				x->state = SR_WQE_SENT;	/* "sent before": restart from its start */
+				if (!sr_op_is_local(x->opcode))
+					x->state = SR_WQE_SENT;	/* "sent before": restart it */
 			}
 			return;
 		}

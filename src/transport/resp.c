@@ -101,11 +101,12 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
  * QP that no longer exists and end in IBV_WC_RETRY_EXC_ERR. So, on a path that has shown
  * loss (this responder NAKed a gap; a duplicate alone may be a spurious probe), the last
  * ACK goes out twice more: duplicate ACKs are harmless to an IBA requester. A clean path gets
- * no extra packet (the peer, gone too by then, would count it as drop_qpn). Called with qp->lock held.
+ * no extra packet (the peer, gone too by then, would count it as drop_qpn). Called with
+ * qp->lock held.
  */
 void sr_resp_final_ack(struct sr_qp *qp)
 {
-	if (qp->qpx.qp_base.qp_type != IBV_QPT_RC || !qp->resp.lossy ||
+	if (!sr_qp_reliable(qp) || !qp->resp.lossy ||
 	    qp->resp.epsn == qp->attr.rq_psn)
 		return;
 	if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
@@ -186,6 +187,11 @@ static void complete_rwqe(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_o
 		wc.imm_data = sr_immdt_raw(sr_pkt_h(pkt, SR_H_IMMDT));
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
+	if (pkt && (pkt->mask & SR_M_IETH) && st == IBV_WC_SUCCESS) {
+		/* SEND with invalidate: the key the responder invalidated (host order). */
+		wc.invalidated_rkey = sr_ieth_rkey(sr_pkt_h(pkt, SR_H_IETH));
+		wc.wc_flags |= IBV_WC_WITH_INV;
+	}
 	qp->resp.have_rwqe = false;
 	sr_cq_post(qp->rcq, &wc, pkt && (pkt->se || st != IBV_WC_SUCCESS));
 }
@@ -201,7 +207,9 @@ static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t le
 		return 0;
 	if (off + (uint64_t)len > r->length)
 		return IBV_WC_LOC_LEN_ERR;
-	st = sr_sgl_map(qp->nic, qp->pd, r->sge, r->num_sge, off, len, IBV_ACCESS_LOCAL_WRITE, &sgl);
+	struct sr_acc a = sr_acc_resp(qp, 0, false);
+
+	st = sr_sgl_map(qp->nic, &a, r->sge, r->num_sge, off, len, IBV_ACCESS_LOCAL_WRITE, &sgl);
 	if (st)
 		return st;
 	sr_sgl_copy_in(&sgl, data, len);
@@ -223,8 +231,6 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 	bool rc = sr_qp_reliable(qp);
 	int st;
 
-	if (pkt->mask & SR_M_IETH)
-		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP; /* memory: issue */
 	if (!mtu_ok(qp, pkt))
 		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
 	if (pkt->mask & SR_M_START) {
@@ -257,6 +263,18 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 	qp->resp.recv_off += pkt->paylen;
 	qp->resp.in_send = !(pkt->mask & SR_M_END);
+	if (pkt->mask & SR_M_IETH) {
+		/* SEND with invalidate (RC only): the data is placed, then the key named in the
+		 * IETH is invalidated (IBA 9.4.1.x, 10.6.7.2). A key this QP may not invalidate
+		 * fails the receive and the QP (as rxe: REM_INV_REQ_ERR). */
+		uint32_t inv = sr_ieth_rkey(sr_pkt_h(pkt, SR_H_IETH));
+		bool held;
+
+		if (sr_key_invalidate(qp, inv, true, pkt->psn, &held)) {
+			complete_rwqe(qp, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, NULL, 0, 0);
+			return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+		}
+	}
 	if (pkt->mask & SR_M_END) {
 		complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.recv_off, pkt,
 			      qp->attr.dest_qp_num, 0);
@@ -265,12 +283,18 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 	return RSP_OK;
 }
 
+/* Pieces a packet's worth of memory can need: a fast-registration map splits it at page
+ * boundaries (pages of at least 4 KiB, a packet of at most 4 KiB). */
+#define SR_PKT_IOV 4
+
 static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	bool rc = sr_qp_reliable(qp);
+	struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
+	struct iovec iov[SR_PKT_IOV];
 	enum sr_access_err err;
 	struct sr_mr *mr;
-	uint8_t *ptr;
+	int n;
 
 	if (!mtu_ok(qp, pkt))
 		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
@@ -283,8 +307,8 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		/* The whole range is checked up front (C9-?): nothing lands if any is bad. A
 		 * zero-length WRITE touches nothing and checks no key (IBA 9.4.3). */
 		if (qp->resp.wlen) {
-			mr = sr_mr_get(qp->nic, qp->resp.wrkey, true, qp->pd, qp->resp.wva,
-				       qp->resp.wlen, IBV_ACCESS_REMOTE_WRITE, &ptr, &err);
+			mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, qp->resp.wlen,
+					IBV_ACCESS_REMOTE_WRITE, NULL, 0, NULL, &err);
 			if (!mr) {
 				sr_log_rl(SR_LOG_INFO, "qp#%u: WRITE rkey 0x%x va 0x%llx len %u refused (%d)",
 					  sr_qpn(qp), qp->resp.wrkey,
@@ -312,11 +336,11 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		return RSP_RNR;
 	}
 	if (pkt->paylen) {
-		mr = sr_mr_get(qp->nic, qp->resp.wrkey, true, qp->pd, qp->resp.wva, pkt->paylen,
-			       IBV_ACCESS_REMOTE_WRITE, &ptr, &err);
-		if (!mr)	/* deregistered mid-message */
+		mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
+				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
+		if (!mr)	/* deregistered or invalidated mid-message */
 			return rc ? nak_access(qp, pkt->psn, err) : RSP_DROP;
-		memcpy(ptr, sr_pkt_payload(pkt), pkt->paylen);
+		sr_iov_copy_in(iov, n, sr_pkt_payload(pkt), pkt->paylen);
 		sr_mr_put(mr);
 	}
 	qp->resp.wva += pkt->paylen;
@@ -331,9 +355,12 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 	return RSP_OK;
 }
 
-/* Sends the responses to a READ of len bytes at va, starting at PSN psn. */
-static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len)
+/* Sends the responses to a READ of len bytes at va, starting at PSN psn; the memory is judged
+ * as at PSN req_psn, the READ request's (a replay reads what the READ could read then). */
+static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len,
+			 uint32_t req_psn)
 {
+	struct sr_acc a = sr_acc_resp(qp, req_psn, true);
 	uint32_t n = sr_npkts(len, qp->mtu);
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -341,21 +368,19 @@ static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t r
 		uint32_t plen = len - off < qp->mtu ? len - off : qp->mtu;
 		uint8_t op = n == 1 ? SR_OP_READ_RESP_ONLY : i == 0 ? SR_OP_READ_RESP_FIRST
 			   : i == n - 1 ? SR_OP_READ_RESP_LAST : SR_OP_READ_RESP_MIDDLE;
-		struct iovec iov;
+		struct iovec iov[SR_PKT_IOV];
 		struct sr_mr *mr = NULL;
 		enum sr_access_err err;
-		uint8_t *ptr;
+		int niov = 0;
 
 		if (plen) {
-			mr = sr_mr_get(qp->nic, rkey, true, qp->pd, va + off, plen,
-				       IBV_ACCESS_REMOTE_READ, &ptr, &err);
+			mr = sr_mem_get(qp->nic, &a, rkey, va + off, plen, IBV_ACCESS_REMOTE_READ,
+					iov, SR_PKT_IOV, &niov, &err);
 			if (!mr)
 				return;	/* deregistered meanwhile: the requester will time out */
-			iov.iov_base = ptr;
-			iov.iov_len = plen;
 		}
 		resp_xmit(qp, SR_OPC(sr_qp_tr(qp), op), sr_psn_add(psn, (int32_t)i),
-			  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, &iov, plen ? 1 : 0, plen, 0);
+			  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, iov, niov, plen, 0);
 		if (mr)
 			sr_mr_put(mr);
 	}
@@ -377,12 +402,14 @@ static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
 	enum sr_access_err err;
 	struct sr_mr *mr;
 	struct sr_res *r;
-	uint8_t *ptr;
 
 	if (len > SR_MAX_MSG_SIZE)
 		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
 	if (len) {
-		mr = sr_mr_get(qp->nic, rkey, true, qp->pd, va, len, IBV_ACCESS_REMOTE_READ, &ptr, &err);
+		struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
+
+		mr = sr_mem_get(qp->nic, &a, rkey, va, len, IBV_ACCESS_REMOTE_READ, NULL, 0, NULL,
+				&err);
 		if (!mr)
 			return nak_access(qp, pkt->psn, err);
 		sr_mr_put(mr);
@@ -396,7 +423,7 @@ static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
 	r->length = len;
 	qp->resp.msn++;
 	qp->resp.epsn = sr_psn_next(r->last_psn);
-	read_respond(qp, pkt->psn, va, rkey, len);
+	read_respond(qp, pkt->psn, va, rkey, len, pkt->psn);
 	return RSP_DONE;
 }
 
@@ -404,17 +431,24 @@ static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_atmeth *a = sr_pkt_h(pkt, SR_H_ATMETH);
 	uint64_t va = sr_atmeth_va(a), orig;
+	struct sr_acc acc = sr_acc_resp(qp, pkt->psn, true);
 	enum sr_access_err err;
+	struct iovec iov;
 	struct sr_mr *mr;
 	struct sr_res *r;
 	uint8_t *ptr;
 
 	if (va & 7)	/* IBA 9.4.5: naturally aligned, else invalid request */
 		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
-	mr = sr_mr_get(qp->nic, sr_atmeth_rkey(a), true, qp->pd, va, 8, IBV_ACCESS_REMOTE_ATOMIC,
-		       &ptr, &err);
+	mr = sr_mem_get(qp->nic, &acc, sr_atmeth_rkey(a), va, 8, IBV_ACCESS_REMOTE_ATOMIC, &iov, 1,
+			NULL, &err);
 	if (!mr)
 		return nak_access(qp, pkt->psn, err);
+	ptr = iov.iov_base;
+	if ((uintptr_t)ptr & 7) {	/* an iova aligned, its memory not (a window's offset) */
+		sr_mr_put(mr);
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	}
 	/* Real CPU atomics: atomic against the application's own atomics too (ATOMIC_GLOB). */
 	if ((pkt->opcode & 0x1f) == SR_OP_CMP_SWAP) {
 		orig = sr_atmeth_compare(a);
@@ -433,6 +467,82 @@ static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 	resp_xmit(qp, SR_OPC(sr_qp_tr(qp), SR_OP_ATOMIC_ACK), pkt->psn,
 		  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, orig);
 	return RSP_DONE;
+}
+
+/* ATOMIC WRITE and FLUSH are answered by an RDMA READ response without payload (IBA memory
+ * placement extensions; rxe does the same), and remembered so that a duplicate gets the same
+ * answer without executing again: a second ATOMIC WRITE could undo a later WRITE. */
+static enum rsp answer_empty(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_res *r = res_new(qp);
+
+	r->type = SR_RES_EMPTY;
+	r->first_psn = r->last_psn = pkt->psn;
+	qp->resp.msn++;
+	qp->resp.epsn = sr_psn_next(pkt->psn);
+	resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_READ_RESP_ONLY), pkt->psn,
+		  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, 0);
+	return RSP_DONE;
+}
+
+/*
+ * ATOMIC WRITE: 8 bytes placed with one aligned 64-bit store, after every earlier request of
+ * the QP (release order), so a reader never sees a mix of old and new bytes. Rights as rxe:
+ * the QP's and the key's remote write (not remote atomic).
+ */
+static enum rsp do_atomic_write(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_reth *reth = sr_pkt_h(pkt, SR_H_RETH);
+	uint64_t va = sr_reth_va(reth), v;
+	struct sr_acc acc = sr_acc_resp(qp, pkt->psn, true);
+	enum sr_access_err err;
+	struct iovec iov;
+	struct sr_mr *mr;
+
+	if (sr_reth_len(reth) != 8 || pkt->paylen != 8 || (va & 7))
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	mr = sr_mem_get(qp->nic, &acc, sr_reth_rkey(reth), va, 8, IBV_ACCESS_REMOTE_WRITE, &iov, 1,
+			NULL, &err);
+	if (!mr)
+		return nak_access(qp, pkt->psn, err);
+	if ((uintptr_t)iov.iov_base & 7) {
+		sr_mr_put(mr);
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	}
+	memcpy(&v, sr_pkt_payload(pkt), 8);	/* the requester's bytes, as they are */
+	__atomic_store_n((uint64_t *)iov.iov_base, v, __ATOMIC_RELEASE);
+	sr_mr_put(mr);
+	return answer_empty(qp, pkt);
+}
+
+/*
+ * FLUSH: everything this QP placed before it (PSN order) is made globally visible, or durable
+ * (placement type persistence: msync of the range of a file-backed MR). Selectivity: the
+ * RETH's range, or the whole region the key names. Rights: the QP's and the key's FLUSH access
+ * for every placement type asked (as rxe's IB_ACCESS_FLUSH_GLOBAL/PERSISTENT).
+ */
+static enum rsp do_flush(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_feth *f = sr_pkt_h(pkt, SR_H_FETH);
+	struct sr_reth *reth = sr_pkt_h(pkt, SR_H_RETH);
+	unsigned plt = sr_feth_plt(f), sel = sr_feth_sel(f), access = 0;
+	struct sr_acc acc = sr_acc_resp(qp, pkt->psn, true);
+	enum sr_access_err err;
+	int ret;
+
+	if (!plt || (plt & ~(SR_FLUSH_GLOBAL | SR_FLUSH_PERSISTENT)) || sel > SR_FLUSH_MR)
+		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	if (plt & SR_FLUSH_GLOBAL)
+		access |= SR_ACCESS_FLUSH_GLOBAL;
+	if (plt & SR_FLUSH_PERSISTENT)
+		access |= SR_ACCESS_FLUSH_PERSISTENT;
+	ret = sr_mem_flush(qp->nic, &acc, sr_reth_rkey(reth), sr_reth_va(reth), sr_reth_len(reth),
+			   sel == SR_FLUSH_MR, access, plt & SR_FLUSH_PERSISTENT, &err);
+	if (ret > 0)
+		return nak_access(qp, pkt->psn, err);
+	if (ret < 0)	/* the write-back failed: the data is not durable */
+		return nak_error(qp, pkt->psn, SR_NAK_REM_OP_ERR);
+	return answer_empty(qp, pkt);
 }
 
 /* ---- RC duplicates --------------------------------------------------------------------- */
@@ -462,7 +572,13 @@ static void rc_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
 			if (sr_reth_rkey(reth) != r->rkey || va != r->va + (uint64_t)k * qp->mtu ||
 			    (uint64_t)len + (uint64_t)k * qp->mtu != r->length)
 				break;
-			read_respond(qp, pkt->psn, va, r->rkey, len);
+			read_respond(qp, pkt->psn, va, r->rkey, len, r->first_psn);
+			return;
+		}
+		if ((pkt->mask & (SR_M_ATOMIC_WRITE | SR_M_FLUSH)) && r->type == SR_RES_EMPTY &&
+		    r->first_psn == pkt->psn) {
+			resp_xmit(qp, SR_OPC(SR_TR_RC, SR_OP_READ_RESP_ONLY), pkt->psn,
+				  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, NULL, 0, 0, 0);
 			return;
 		}
 		if ((pkt->mask & SR_M_ATOMIC) && r->type == SR_RES_ATOMIC && r->first_psn == pkt->psn) {
@@ -500,7 +616,16 @@ static bool qp_allows(struct sr_qp *qp, struct sr_pkt *pkt)
 		return false;
 	if ((pkt->mask & SR_M_ATOMIC) && !(acc & IBV_ACCESS_REMOTE_ATOMIC))
 		return false;
-	return !(pkt->mask & (SR_M_FLUSH | SR_M_ATOMIC_WRITE));	/* the memory: issue */
+	if ((pkt->mask & SR_M_ATOMIC_WRITE) && !(acc & IBV_ACCESS_REMOTE_WRITE))
+		return false;	/* as rxe: ATOMIC WRITE is a write */
+	if (pkt->mask & SR_M_FLUSH) {
+		unsigned plt = sr_feth_plt(sr_pkt_h(pkt, SR_H_FETH));
+
+		if (((plt & SR_FLUSH_GLOBAL) && !(acc & SR_ACCESS_FLUSH_GLOBAL)) ||
+		    ((plt & SR_FLUSH_PERSISTENT) && !(acc & SR_ACCESS_FLUSH_PERSISTENT)))
+			return false;
+	}
+	return true;
 }
 
 /* ---- out-of-sequence requests ----------------------------------------------------------------
@@ -679,6 +804,10 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 		r = do_write(qp, pkt);
 	else if (pkt->mask & SR_M_READ)
 		r = do_read(qp, pkt);
+	else if (pkt->mask & SR_M_ATOMIC_WRITE)
+		r = do_atomic_write(qp, pkt);
+	else if (pkt->mask & SR_M_FLUSH)
+		r = do_flush(qp, pkt);
 	else
 		r = do_atomic(qp, pkt);
 	if (r == RSP_OK) {
@@ -828,6 +957,15 @@ void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src
 void sr_transport_reset(struct sr_qp *qp)
 {
 	ooo_free(qp);
+	/* LOCAL_INVs executed and never completed release the maps they hold. */
+	for (uint32_t i = qp->sq.tail; i != qp->sq.head; i++) {
+		struct sr_swqe *w = sr_sq_at(&qp->sq, i);
+
+		if (w->opcode == IBV_WR_LOCAL_INV && w->u.inv.held) {
+			sr_key_inval_done(qp, w->imm);
+			w->u.inv.held = false;
+		}
+	}
 	qp->sq.head = qp->sq.tail = 0;
 	qp->rq.head = qp->rq.tail = 0;
 	memset(&qp->req, 0, sizeof(qp->req));

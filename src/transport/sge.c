@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Scatter/gather lists: turning a message range into memory the engine may touch. Every piece
- * passes the one access check (sr_mr_get) and holds its MR until the copy is done, so an MR
+ * passes the one access check (sr_mem_get) and holds its MR until the copy is done, so an MR
  * deregistered concurrently waits for the copy instead of being written after it is gone.
  */
 #include "transport/xport.h"
@@ -14,8 +14,8 @@ void sr_sgl_release(struct sr_sgl *s)
 	s->n = 0;
 }
 
-int sr_sgl_map(struct sr_nic *nic, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t nsge,
-	       uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s)
+int sr_sgl_map(struct sr_nic *nic, const struct sr_acc *a, const struct ibv_sge *sge,
+	       uint32_t nsge, uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s)
 {
 	uint64_t pos = 0;
 
@@ -24,7 +24,7 @@ int sr_sgl_map(struct sr_nic *nic, struct sr_pd *pd, const struct ibv_sge *sge, 
 		uint64_t l = sge[i].length;
 		uint64_t skip, take;
 		enum sr_access_err err;
-		uint8_t *ptr;
+		int n;
 
 		if (pos + l <= off) {
 			pos += l;
@@ -34,13 +34,14 @@ int sr_sgl_map(struct sr_nic *nic, struct sr_pd *pd, const struct ibv_sge *sge, 
 		take = l - skip < len ? l - skip : len;
 		if (s->n == SR_MAX_IOV)
 			goto prot;
-		s->mr[s->n] = sr_mr_get(nic, sge[i].lkey, false, pd, sge[i].addr + skip, take,
-					access, &ptr, &err);
+		/* One reference per SGE, kept on its first piece. */
+		s->mr[s->n] = sr_mem_get(nic, a, sge[i].lkey, sge[i].addr + skip, take, access,
+					 &s->iov[s->n], SR_MAX_IOV - s->n, &n, &err);
 		if (!s->mr[s->n])
 			goto prot;
-		s->iov[s->n].iov_base = ptr;
-		s->iov[s->n].iov_len = take;
-		s->n++;
+		for (int k = 1; k < n; k++)
+			s->mr[s->n + k] = NULL;
+		s->n += n;
 		len -= (uint32_t)take;
 		off += take;
 		pos += l;
@@ -55,17 +56,35 @@ prot:
 	return IBV_WC_LOC_PROT_ERR;
 }
 
-void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len)
+void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t len)
 {
 	const uint8_t *p = buf;
 
-	for (int i = 0; i < s->n && len; i++) {
-		size_t l = s->iov[i].iov_len < len ? s->iov[i].iov_len : len;
+	for (int i = 0; i < n && len; i++) {
+		size_t l = iov[i].iov_len < len ? iov[i].iov_len : len;
 
-		memcpy(s->iov[i].iov_base, p, l);
+		memcpy(iov[i].iov_base, p, l);
 		p += l;
 		len -= (uint32_t)l;
 	}
+}
+
+void sr_iov_copy_out(const struct iovec *iov, int n, void *buf, uint32_t len)
+{
+	uint8_t *p = buf;
+
+	for (int i = 0; i < n && len; i++) {
+		size_t l = iov[i].iov_len < len ? iov[i].iov_len : len;
+
+		memcpy(p, iov[i].iov_base, l);
+		p += l;
+		len -= (uint32_t)l;
+	}
+}
+
+void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len)
+{
+	sr_iov_copy_in(s->iov, s->n, buf, len);
 }
 
 uint64_t sr_rnr_timer_ns(unsigned code)

@@ -11,14 +11,11 @@
 /* Largest header set a request or response needs (BTH+XRCETH+RETH+ImmDt/IETH, or
  * BTH+DETH+ImmDt, or BTH+AETH+AtomicAckETH, or BTH+AtomicETH). */
 #define SR_MAX_HDR 64
-/* Most iovecs one packet's payload can need: one per SGE, plus header and trailer. */
-#define SR_MAX_IOV (SR_MAX_SGE + 2)
-
-static inline bool sr_op_is_rd_atomic(uint32_t op)
-{
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
+/* Most iovecs one packet's payload can need: two per SGE (a piece of at most one MTU of a
+ * fast-registration MR crosses at most one page boundary: pages are at least 4 KiB), plus
+ * two. sr_net_xmit takes SR_MAX_SGE + 2 at most: the requester linearizes beyond that. */
+#define SR_MAX_IOV (2 * SR_MAX_SGE + 2)
+#define SR_XMIT_MAX_IOV (SR_MAX_SGE + 2)
 
 static inline uint32_t sr_npkts(uint32_t len, uint32_t mtu)
 {
@@ -53,11 +50,26 @@ struct sr_sgl {
 void sr_sgl_release(struct sr_sgl *s);
 /*
  * Resolves bytes [off, off + len) of the message described by sge[0..nsge) into s, checking
- * every key with `access` (0 for local read, IBV_ACCESS_LOCAL_WRITE to write). Returns 0 or the
- * ibv_wc_status to complete with (IBV_WC_LOC_PROT_ERR, IBV_WC_LOC_LEN_ERR).
+ * every lkey with `access` (0 for local read, IBV_ACCESS_LOCAL_WRITE to write) on behalf of a
+ * (PD, QP, PSN: see struct sr_acc). Returns 0 or the ibv_wc_status to complete with
+ * (IBV_WC_LOC_PROT_ERR, IBV_WC_LOC_LEN_ERR).
  */
-int sr_sgl_map(struct sr_nic *nic, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t nsge,
-	       uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s);
+int sr_sgl_map(struct sr_nic *nic, const struct sr_acc *a, const struct ibv_sge *sge,
+	       uint32_t nsge, uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s);
+/* The sr_acc of a requester WQE (its gather or scatter) and of a responder request. */
+static inline struct sr_acc sr_acc_req(const struct sr_qp *qp, const struct sr_swqe *w)
+{
+	return (struct sr_acc){ .pd = qp->pd, .qpn = sr_qpn(qp), .psn = w->first_psn,
+				.space = SR_SPACE_REQ };
+}
+static inline struct sr_acc sr_acc_resp(const struct sr_qp *qp, uint32_t psn, bool remote)
+{
+	return (struct sr_acc){ .pd = qp->pd, .qpn = sr_qpn(qp), .psn = psn,
+				.space = remote ? SR_SPACE_RESP : SR_SPACE_NOW, .remote = remote };
+}
+/* Copies len bytes of buf into iov[0..n) / out of it. */
+void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t len);
+void sr_iov_copy_out(const struct iovec *iov, int n, void *buf, uint32_t len);
 /* Copies len bytes from buf into s's iovecs. */
 void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len);
 

@@ -102,6 +102,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	c->ops.post_send = sr_v_post_send;
 	c->ops.post_recv = sr_v_post_recv;
 	c->ops.post_srq_recv = sr_v_post_srq_recv;
+	c->ops.alloc_mw = sr_v_alloc_mw;
+	c->ops.dealloc_mw = sr_v_dealloc_mw;
+	c->ops.bind_mw = sr_v_bind_mw;
 	ctx->vctx.sz = sizeof(ctx->vctx);
 	ctx->vctx.query_port = sr_v_query_port;
 	ctx->vctx.query_device_ex = sr_v_query_device_ex;
@@ -149,13 +152,19 @@ void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a)
 	a->hw_ver = 1;
 	a->max_qp = (int)p->max_qp;
 	a->max_qp_wr = SR_MAX_QP_WR;
+	/* Memory windows of both types (type 2 windows get the checks of 2A and 2B: the QP that
+	 * bound them, and its PD), and the base memory management extensions: LOCAL_INV, SEND
+	 * with invalidate and fast registration (the last through <softrdma/softrdma.h>). */
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC;
+			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW |
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+			      IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	a->max_sge = SR_MAX_SGE;
 	a->max_sge_rd = SR_MAX_SGE;
 	a->max_cq = 65536;
 	a->max_cqe = (int)p->max_cqe;
 	a->max_mr = (int)p->max_mr;
+	a->max_mw = (int)p->max_mr;	/* MRs and MWs share the key table */
 	a->max_pd = 65536;
 	a->max_qp_rd_atom = SR_MAX_RD_ATOMIC;
 	a->max_qp_init_rd_atom = SR_MAX_RD_ATOMIC;
@@ -208,6 +217,10 @@ static int sr_v_query_device_ex(struct ibv_context *c, const struct ibv_query_de
 		IBV_ODP_SUPPORT_SRQ_RECV;
 	full.odp_caps.per_transport_caps.ud_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	/* The bits newer rdma-core names IBV_DEVICE_FLUSH_GLOBAL, _FLUSH_PERSISTENT and
+	 * _ATOMIC_WRITE (SOFTRDMA_DEVICE_* in softrdma.h). */
+	full.device_cap_flags_ex = full.orig_attr.device_cap_flags | (1ull << 38) | (1ull << 39) |
+				   (1ull << 40);
 	memcpy(a, &full, len < sizeof(full) ? len : sizeof(full));
 	return 0;
 }

@@ -67,6 +67,26 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return sr_ret(sr_mr_dereg(sr_mr(mr)));
 }
 
+/* ---- MW: reached through the context ops (ibv_alloc_mw & co. are inline in verbs.h) ------- */
+struct ibv_mw *sr_v_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct sr_mw *mw;
+	int ret = sr_mw_alloc(sr_pd(pd), type, &mw);
+
+	return ret ? sr_null(ret) : &mw->ibmw;
+}
+
+int sr_v_dealloc_mw(struct ibv_mw *mw)
+{
+	return sr_ret(sr_mw_dealloc(sr_mw(mw)));
+}
+
+/* ibv_bind_mw: type 1 only (the inline wrapper checked the type, MR and PD). */
+int sr_v_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
+{
+	return sr_ret(sr_qp_post_bind_mw(sr_qp(qp), sr_mw(mw), b));
+}
+
 /* ---- completion channel ---------------------------------------------------------------------- */
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
 {
@@ -399,10 +419,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
 
 #define SR_QP_INIT_SUPPORTED (IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | \
 			      IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD)
+/* IBV_QP_EX_WITH_FLUSH (1 << 11) of newer rdma-core, SOFTRDMA_QP_EX_WITH_FLUSH in softrdma.h. */
+#define SR_QP_EX_WITH_FLUSH (1ull << 11)
 #define SR_SEND_OPS_SUPPORTED                                                             \
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
 	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                          \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |           \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |  \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE | SR_QP_EX_WITH_FLUSH)
 
 struct ibv_qp *sr_v_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ax)
 {

@@ -143,22 +143,66 @@ static void wr_faa(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t 
 	wr_atomic(q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, raddr, add, 0);
 }
 
-/* Operations of the memory: issue, not implemented yet: the batch fails with EOPNOTSUPP. */
+/* An operation softrdma does not implement: the batch fails with EOPNOTSUPP. */
 static void wr_unsupported(struct ibv_qp_ex *q)
 {
 	if (!qx(q)->wr_err)
 		qx(q)->wr_err = EOPNOTSUPP;
 }
+
+static void wr_fail(struct ibv_qp_ex *q, int ret)
+{
+	if (ret && !qx(q)->wr_err)
+		qx(q)->wr_err = ret < 0 ? -ret : ret;
+}
+
 static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
-		       const struct ibv_mw_bind_info *b) { wr_unsupported(q); }
-static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey) { wr_unsupported(q); }
-static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey) { wr_unsupported(q); }
+		       const struct ibv_mw_bind_info *b)
+{
+	struct sr_swqe *w = open_wqe(q, IBV_WR_BIND_MW);
+
+	if (w)
+		wr_fail(q, sr_swqe_bind(qx(q), w, mw, rkey, b, false));
+}
+
+static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+	struct sr_swqe *w = open_wqe(q, IBV_WR_LOCAL_INV);
+
+	if (w)
+		w->imm = rkey;
+}
+
+static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+	struct sr_swqe *w = open_wqe(q, IBV_WR_SEND_WITH_INV);
+
+	if (w)
+		w->imm = rkey;
+}
+
 static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t hdr_sz, uint16_t mss)
 {
 	wr_unsupported(q);
 }
+
 static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
-			    const void *atomic_wr) { wr_unsupported(q); }
+			    const void *atomic_wr)
+{
+	struct sr_swqe *w = open_wqe(q, IBV_WR_ATOMIC_WRITE);
+
+	if (!w)
+		return;
+	if (!atomic_wr) {
+		wr_fail(q, EINVAL);
+		return;
+	}
+	w->rkey = rkey;
+	w->raddr = raddr;
+	memcpy(&w->u.aw.value, atomic_wr, 8);	/* ibv_wr_atomic_write(3): 8 bytes, taken now */
+	w->u.aw.have_value = true;
+}
+
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 {
 	struct sr_qp *qp = qx(q);
@@ -172,6 +216,27 @@ static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 		return;
 	}
 	w->xrc_srqn = srqn & 0xffffff;
+}
+
+/* softrdma's own ibv_wr_* operations (include/softrdma/softrdma.h, version SOFTRDMA_1.0). */
+void softrdma_wr_reg_mr(struct ibv_qp_ex *q, struct ibv_mr *mr, uint32_t key, unsigned int access);
+void softrdma_wr_reg_mr(struct ibv_qp_ex *q, struct ibv_mr *mr, uint32_t key, unsigned int access)
+{
+	struct sr_swqe *w = open_wqe(q, SR_WR_REG_MR);
+
+	if (w)
+		wr_fail(q, sr_swqe_reg(qx(q), w, mr, key, access));
+}
+
+void softrdma_wr_flush(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, size_t len,
+		       uint8_t type, uint8_t level);
+void softrdma_wr_flush(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, size_t len,
+		       uint8_t type, uint8_t level)
+{
+	struct sr_swqe *w = open_wqe(q, SR_WR_FLUSH);
+
+	if (w)
+		wr_fail(q, sr_swqe_flush(w, rkey, raddr, len, type, level));
 }
 
 static void wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t length)

@@ -37,6 +37,9 @@ int sr_v_close_xrcd(struct ibv_xrcd *xrcd);
 struct ibv_srq *sr_v_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a);
 int sr_v_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 struct ibv_qp *sr_v_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *a);
+struct ibv_mw *sr_v_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int sr_v_dealloc_mw(struct ibv_mw *mw);
+int sr_v_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b);
 
 /* The device attributes, shared by ibv_query_device and query_device_ex. */
 void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a);

@@ -6,11 +6,12 @@
 # Unmodified binaries are linked BIND_NOW, and perftest also loads Debian's libmlx5/libefa,
 # so one missing (name, version) pair kills a process at start-up. This checks, statically:
 #   1. every version node of the system library exists in ours with the same parent, and our
-#      SOFTRDMA_PRIVATE_1 node inherits nothing;
+#      SOFTRDMA_PRIVATE_1 and SOFTRDMA_1.0 nodes inherit nothing;
 #   2. every symbol the system library exports exists in ours with the same version, the same
 #      default (@@) or non-default (@) binding and the same kind (function or data; data also
 #      of the same size: verbs_allow_disassociate_destroy is a 1-byte variable);
-#   3. ours exports nothing else, except in SOFTRDMA_PRIVATE_1 (no leaked internals);
+#   3. ours exports nothing else, except in SOFTRDMA_PRIVATE_1 (internal) and SOFTRDMA_1.0
+#      (the public <softrdma/softrdma.h>, whose every name must be there): no leaked internals;
 #   4. every IBVERBS_* / SOFTRDMA_* import of libmlx5, libefa, Debian's librdmacm and our own
 #      librdmacm (when built) is satisfied by ours;
 # and at run time:
@@ -101,8 +102,10 @@ while read -r node parent; do
 		err "version node $node (parent $parent) missing or wrong (ours: ${got:-absent})"
 	fi
 done <"$tmp/sys.nodes"
-grep -qx 'SOFTRDMA_PRIVATE_1 -' "$tmp/our.nodes" ||
-	err "version node SOFTRDMA_PRIVATE_1 missing or inherits a node"
+for node in SOFTRDMA_PRIVATE_1 SOFTRDMA_1.0; do
+	grep -qx "$node -" "$tmp/our.nodes" ||
+		err "version node $node missing or inherits a node"
+done
 
 # 2. Every system export, with its version, binding and kind.
 exports "$sysverbs" >"$tmp/sys.exp"
@@ -118,11 +121,26 @@ if [ -n "$missing" ]; then
 	done <<<"$missing"
 fi
 
-# 3. Nothing extra outside our own node.
-extra=$(comm -13 "$tmp/sys.exp" "$tmp/our.exp" | grep -v '@SOFTRDMA_PRIVATE_1$' || true)
+# 3. Nothing extra outside our own nodes; every function <softrdma/softrdma.h> declares is
+# exported, under SOFTRDMA_1.0, and nothing else is there.
+extra=$(comm -13 "$tmp/sys.exp" "$tmp/our.exp" | grep -Ev '@@?(SOFTRDMA_PRIVATE_1|SOFTRDMA_1\.0)$' || true)
 if [ -n "$extra" ]; then
-	err "exported but not by rdma-core 44 (only SOFTRDMA_PRIVATE_1 may add names):"
+	err "exported but not by rdma-core 44 (only SOFTRDMA_PRIVATE_1 and SOFTRDMA_1.0 may add names):"
 	sed 's/^/    /' <<<"$extra" >&2
+fi
+hdr="${SR_SOURCE_DIR:-$(dirname "$0")/../..}/include/softrdma/softrdma.h"
+if [ -e "$hdr" ]; then
+	# Declarations of exported functions (not the static inline helpers).
+	sed -nE '/^static/d; s/^[a-z].*[ *](softrdma_[a-z0-9_]+)\(.*/\1/p' "$hdr" |
+		sort -u >"$tmp/hdr.fns"
+	awk '$1 != "NODE" && $2 ~ /@@?SOFTRDMA_1\.0$/ { s = $2; sub(/@.*/, "", s); print s }' "$tmp/our.exp" |
+		sort -u >"$tmp/pub.fns"
+	if ! cmp -s "$tmp/hdr.fns" "$tmp/pub.fns"; then
+		err "softrdma.h functions and SOFTRDMA_1.0 exports differ (< header, > exports):"
+		diff "$tmp/hdr.fns" "$tmp/pub.fns" | grep '^[<>]' | sed 's/^/    /' >&2
+	else
+		echo "ok: the $(wc -l <"$tmp/pub.fns") functions of softrdma.h are exported in SOFTRDMA_1.0"
+	fi
 fi
 
 # 4. What the providers and librdmacm import from us.
