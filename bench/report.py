@@ -285,6 +285,7 @@ def plot(S, scens, png, d, meta):
                ("ucx-cma", "bw", "UCX cma put"), ("ucx-posix", "bw", "UCX posix put"),
                ("iperf3", "bw", "iperf3 TCP"), ("memcpy", "bw", "memcpy")],
         "lat": [("softrdma", "lat_mean", "softrdma ib\\_write\\_lat"),
+                ("softrdma", "lat_median", "softrdma ib\\_write\\_lat, median"),
                 ("softrdma-busy", "lat_mean", "softrdma busy-poll"),
                 ("ucx-tcp", "lat_mean", "UCX tcp put"), ("ucx-cma", "lat_mean", "UCX cma put"),
                 ("ucx-posix", "lat_mean", "UCX posix put"),
@@ -301,35 +302,42 @@ def plot(S, scens, png, d, meta):
           "set output '%s'" % png,
           "set multiplot layout 2,%d title 'softrdma side by side, %s (median, bars min..max)'"
           % (len(scens), meta.get("date", "")),
-          "set logscale xy 2", "set logscale y 10", "set grid",
+          "set logscale xy 2", "set logscale y 10", "set format y '10^{%L}'", "set grid",
           "set key outside right top vertical spacing 1.1 font ',9'",
           "set xlabel 'message size'"]
     for kind in ("bw", "lat"):
         metrics = {m for _, m, _ in series[kind]}
         allsz = sorted({k[3] for k in S if k[2] in metrics and S[k].ok})
         if allsz:
-            gp.append("set xrange [%g:%g]" % (allsz[0] / 1.5, allsz[-1] * 1.5))
+            gp.append("set xrange [%g:%g]" % (allsz[0] / 1.5, allsz[-1] * 2))
             gp.append("set xtics (%s)" % ", ".join(
                 "'%s' %d" % (size_str(s).replace(" ", ""), s) for s in allsz))
         for scen in scens:
             plots = []
+            single = 0
             for tool, metric, label in series[kind]:
                 pts = sorted((k[3], v) for k, v in S.items()
                              if k[0] == scen and k[1] == tool and k[2] == metric and v.ok)
                 if not pts:
                     continue
-                fn = os.path.join(d, "plot.%s.%s.%s.dat" % (scen, kind, tool))
+                fn = os.path.join(d, "plot.%s.%s.%s.%s.dat" % (scen, kind, tool, metric))
+                # Tools measured at one size only are spread a little sideways, to be seen.
+                dx = 1.0
+                if len(pts) == 1:
+                    dx = 1.12 ** single
+                    single += 1
                 with open(fn, "w") as f:
                     for size, st in pts:
-                        f.write("%d %g %g %g\n" % (size, st.med, st.values[0], st.values[-1]))
+                        f.write("%g %g %g %g\n" % (size * dx, st.med, st.values[0], st.values[-1]))
                 style = "yerrorlines" if len(pts) > 1 else "yerrorbars"
-                plots.append("'%s' using 1:2:3:4 with %s lw 2 pt 7 ps 0.8 lc rgb '%s' title '%s'"
-                             % (fn, style, color[tool], label))
+                dash = " dt 2" if metric == "lat_median" else ""
+                plots.append("'%s' using 1:2:3:4 with %s lw 2%s pt 7 ps 0.8 lc rgb '%s' title '%s'"
+                             % (fn, style, dash, color[tool], label))
             if kind == "bw":
                 gp.append("set ylabel 'MiB/s'")
                 gp.append("set title 'bandwidth, %s'" % scen)
             else:
-                gp.append("set ylabel 'microseconds, half round trip (mean)'")
+                gp.append("set ylabel 'microseconds, half round trip (mean; dashed: median)'")
                 gp.append("set title 'latency, %s'" % scen)
             if plots:
                 gp.append("plot " + ", \\\n  ".join(plots))
