@@ -216,6 +216,8 @@ static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; 
 /* Adds a completion; raises the channel event when armed. Never blocks on a full CQ. */
 void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
 int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc);
+/* Would a successful completion posted now raise the channel event (a consumer sleeps on it)? */
+bool sr_cq_would_notify(struct sr_cq *cq, bool solicited);
 int sr_cq_count(struct sr_cq *cq);
 
 /* ---- receive queues (QP RQ or SRQ) -------------------------------------------------------- */
@@ -384,6 +386,7 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint32_t nres, res_next;
 	struct sr_ooo *ooo;		/* out-of-sequence requests kept after a gap (resp.c) */
 	bool ack_pending;		/* a coalesced ACK to send at the end of the batch */
+	bool acked_now;			/* the packet being executed was acknowledged already */
 	bool on_ack_list;		/* linked in nic->ack_list (separate: a response sent
 					 * meanwhile clears ack_pending, not the link) */
 	uint32_t ack_psn;

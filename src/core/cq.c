@@ -302,6 +302,16 @@ int sr_cq_count(struct sr_cq *cq)
 	return n;
 }
 
+bool sr_cq_would_notify(struct sr_cq *cq, bool solicited)
+{
+	bool r;
+
+	pthread_mutex_lock(&cq->lock);
+	r = cq->chan && (cq->armed == SR_CQ_ARM_ANY || (cq->armed && solicited));
+	pthread_mutex_unlock(&cq->lock);
+	return r;
+}
+
 int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 {
 	pthread_mutex_lock(&cq->lock);
