@@ -289,8 +289,10 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 {
 	struct cm_id *id = cm_id(cid);
 	struct cm_msg m = { .src_id = id->local_id, .dst_id = id->remote_id, .ps = cid->ps };
+	bool was_listening;
 
 	pthread_mutex_lock(&cm.lock);
+	was_listening = id->state == CM_LISTEN;
 	switch (id->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
@@ -329,6 +331,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	while (id->events_out > 0)
 		pthread_cond_wait(&id->cond, &cm.lock);
 	unlink_id(id);
+	if (id->lsock && was_listening)
+		cm_sock_unlisten(id->lsock);
 	cm_sock_put(id->lsock);
 	if (id->sock_ref)
 		cm_sock_put(id->sock);

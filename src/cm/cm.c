@@ -31,6 +31,7 @@ struct cm_global cm = { .lock = PTHREAD_MUTEX_INITIALIZER };
 struct cm_sock {
 	int fd, family, refs;
 	bool listener;
+	uint64_t unlisten_ms;		/* when its last listening id went away (0: never) */
 	struct sockaddr_storage addr;
 	struct cm_sock *next;
 };
@@ -39,6 +40,8 @@ struct cm_sock {
 #define CM_REQ_TRIES 12		/* 3 s: then UNREACHABLE */
 #define CM_REP_TRIES 12		/* then CONNECT_ERROR */
 #define CM_DREQ_TRIES 4		/* then DISCONNECTED anyway */
+#define CM_RELISTEN_MS 2000	/* REQs to a port whose listener just went: unanswered (less
+				 * than the requester's retries, CM_REQ_TRIES: it gets the REJ) */
 #define CM_PROBE_MS 1000
 #define CM_DEAD_MS 5000
 
@@ -158,6 +161,12 @@ void cm_sock_put(struct cm_sock *s)
 	epoll_ctl(cm.epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	sys_close(s->fd);
 	free(s);
+}
+
+void cm_sock_unlisten(struct cm_sock *s)
+{
+	if (s)
+		s->unlisten_ms = cm_now_ms();
 }
 
 uint16_t cm_sock_port(const struct cm_sock *s)
@@ -401,6 +410,20 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 		return;
 	}
 	if (!l) {
+		/*
+		 * Nobody listens on this port. Right after a listener on it was destroyed while
+		 * its connections live on (the socket is still open for them), another listener
+		 * often follows on the same port: perftest -R replaces its control listener with
+		 * the data one a second later (it sleeps in between), and the client's REQ races
+		 * with that rdma_listen. Such a REQ is left unanswered for a while, as a busy CM
+		 * would: the requester retransmits it (CM_RETRY_MS) and finds the new listener.
+		 * Later, or on a port that never had a listener, the answer is the IB CM's
+		 * immediate REJ (invalid service ID).
+		 */
+		if (s->unlisten_ms && cm_now_ms() - s->unlisten_ms < CM_RELISTEN_MS) {
+			cm_count("cm_req_held");
+			return;
+		}
 		reject_unknown(s, from, m, CM_REJ_INVALID_SERVICE_ID);
 		return;
 	}

@@ -172,6 +172,8 @@ bool cm_is_mcast(const struct sockaddr *a);
 int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans);
 struct cm_sock *cm_listen_sock(const struct sockaddr *a, bool reuse, int *err);
 void cm_sock_put(struct cm_sock *s);
+/* Its listening id is being destroyed (a REQ soon after is left for the next listener). */
+void cm_sock_unlisten(struct cm_sock *s);
 struct cm_sock *cm_active_sock(int family);
 uint16_t cm_sock_port(const struct cm_sock *s);	/* network order */
 struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,

@@ -100,6 +100,9 @@ struct sr_nic {
 
 	pthread_mutex_t rx_lock;	/* one receiver at a time: thread or polling application */
 	_Atomic uint64_t app_poll_ns;	/* when an application last polled for packets (0: never) */
+	_Atomic int cq_backlog;		/* CQs holding SR_CQ_BACKLOG+ completions nobody polled yet */
+	_Atomic bool backlog_off;	/* a backlog outlasted the pause: no pause until one is polled */
+	_Atomic bool rx_paused;		/* the progress thread leaves the socket to the application */
 	struct sr_rxring *rx;
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
 
@@ -320,6 +323,7 @@ struct sr_cq {
 	uint32_t capacity;
 	uint8_t armed;			/* 0, SR_CQ_ARM_ANY, SR_CQ_ARM_SOLICITED */
 	bool overflowed;
+	bool in_backlog;		/* counted in nic->cq_backlog */
 	struct sr_channel *chan;
 	_Atomic int users;		/* QPs using it */
 	uint32_t comp_events_delivered;
@@ -330,11 +334,15 @@ struct sr_cq {
 };
 #define SR_CQ_ARM_ANY 1
 #define SR_CQ_ARM_SOLICITED 2
+/* Unpolled completions in a CQ nobody sleeps on that make the progress thread pause (device.c). */
+#define SR_CQ_BACKLOG 32
 static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; }
 
 /* Adds a completion; raises the channel event when armed. Never blocks on a full CQ. */
 void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
 int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc);
+/* Would a successful completion posted now raise the channel event (a consumer sleeps on it)? */
+bool sr_cq_would_notify(struct sr_cq *cq, bool solicited);
 int sr_cq_count(struct sr_cq *cq);
 
 /* ---- receive queues (QP RQ or SRQ) -------------------------------------------------------- */
@@ -597,6 +605,7 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint32_t nres, res_next;
 	struct sr_ooo *ooo;		/* out-of-sequence requests kept after a gap (resp.c) */
 	bool ack_pending;		/* a coalesced ACK to send at the end of the batch */
+	bool acked_now;			/* the packet being executed was acknowledged already */
 	bool on_ack_list;		/* linked in nic->ack_list (separate: a response sent
 					 * meanwhile clears ack_pending, not the link) */
 	uint32_t ack_psn;
@@ -701,6 +710,8 @@ void sr_net_close(struct sr_nic *nic);
 int sr_net_rx(struct sr_nic *nic);
 /* The same on a multicast group's socket, whose packets are addressed to `group`. */
 int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group);
+/* Is the receive socket's buffer more than half full (packets waiting to be received)? */
+bool sr_net_rx_half_full(struct sr_nic *nic);
 /* A socket receiving the IP multicast group at UDP 4791, joined on the NIC's interface. */
 int sr_net_mcast_open(struct sr_nic *nic, const struct sr_addr *group);
 

@@ -212,6 +212,8 @@ int sr_cq_destroy(struct sr_cq *cq)
 	pthread_mutex_unlock(&cq->ibcq.mutex);
 	if (cq->chan)
 		__atomic_fetch_sub(&cq->chan->ch.refcnt, 1, __ATOMIC_RELAXED);
+	if (cq->in_backlog)
+		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -274,6 +276,12 @@ void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 		cq->armed = 0;
 		notify = cq->chan != NULL;
 	}
+	/* Completions pile up in a CQ whose consumer polls (it does not sleep on the channel):
+	 * tell the progress thread, which leaves the rest to that consumer for a moment. */
+	if (!cq->in_backlog && !cq->armed && cq->head - cq->tail >= SR_CQ_BACKLOG) {
+		cq->in_backlog = true;
+		atomic_fetch_add(&cq->ctx->nic->cq_backlog, 1);
+	}
 	pthread_mutex_unlock(&cq->lock);
 	if (notify)
 		channel_push(cq->chan, cq);
@@ -288,7 +296,23 @@ int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
 		wc[got++] = cq->ring[cq->tail & cq->mask];
 		cq->tail++;
 	}
+	bool was_backlog = cq->in_backlog;
+
+	if (was_backlog && cq->head - cq->tail < SR_CQ_BACKLOG) {
+		cq->in_backlog = false;
+		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
+	}
 	pthread_mutex_unlock(&cq->lock);
+	if (was_backlog) {
+		struct sr_nic *nic = cq->ctx->nic;
+
+		/* The consumer of a backlog is back: the progress thread may pause for it again,
+		 * and need not wait any longer if it does now. */
+		if (atomic_load_explicit(&nic->backlog_off, memory_order_relaxed))
+			atomic_store(&nic->backlog_off, false);
+		if (atomic_load_explicit(&nic->rx_paused, memory_order_relaxed))
+			sr_nic_kick(nic);
+	}
 	return got;
 }
 
@@ -302,6 +326,16 @@ int sr_cq_count(struct sr_cq *cq)
 	return n;
 }
 
+bool sr_cq_would_notify(struct sr_cq *cq, bool solicited)
+{
+	bool r;
+
+	pthread_mutex_lock(&cq->lock);
+	r = cq->chan && (cq->armed == SR_CQ_ARM_ANY || (cq->armed && solicited));
+	pthread_mutex_unlock(&cq->lock);
+	return r;
+}
+
 int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 {
 	pthread_mutex_lock(&cq->lock);
@@ -310,6 +344,11 @@ int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 		cq->armed = SR_CQ_ARM_ANY;
 	else if (cq->armed != SR_CQ_ARM_ANY)
 		cq->armed = SR_CQ_ARM_SOLICITED;
+	if (cq->in_backlog) {
+		/* Its consumer is going to sleep on the channel: the thread must not wait for it. */
+		cq->in_backlog = false;
+		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
+	}
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }

@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -375,13 +376,41 @@ static int wait_ns(int epfd, struct epoll_event *ev, int n, int64_t ns)
 	return epoll_wait(epfd, ev, n, ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
 }
 
+/*
+ * A consumer polls a CQ in which completions pile up (SR_CQ_BACKLOG of them): the progress
+ * thread is outrunning an application that is not running -- on 2 cores, typically because the
+ * thread itself holds the CPU that application waits for (its peer spins on the other one).
+ * Completions made that way reach the application in one burst long after the packets came,
+ * and what it measures (perftest's receiver starts its clock at its first completion) is a
+ * rate no data path has. So the thread pauses, up to backlog_pause_us: the packets wait in the
+ * socket (as in a NIC's receive ring; RC senders wait for their ACKs), its CPU is free, and
+ * the application, once it polls the CQ empty, receives the rest itself (poll_rx) at its own
+ * pace. The pause ends when the backlog is taken, when half the socket's receive buffer is
+ * used (UD and UC senders are not flow controlled: the next packets would be lost), or after
+ * backlog_pause_us (an application that does not poll that CQ; on a loaded machine a runnable
+ * application may wait several scheduler ticks of 4 ms, behind other busy tasks): then the
+ * thread drains the socket and does not pause again until a backlogged CQ is polled. The
+ * thread re-checks every millisecond, and a poll that takes the backlog wakes it at once.
+ */
+#define SR_PAUSE_STEP_NS 1000000ull
+
+static bool backlog_pending(struct sr_nic *nic)
+{
+	return sr_params()->backlog_pause_us > 0 && atomic_load(&nic->cq_backlog) > 0 &&
+	       !atomic_load(&nic->backlog_off);
+}
+
 static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
 	struct epoll_event ev[4];
 	bool armed = true, grace = false;
 	int64_t timeout = 0;
+	uint64_t paused_since = 0;
 
+	/* Its timeouts are microseconds (the grace, the pause steps): a normal thread's 50 us
+	 * timer slack would stretch a 20 us grace to 70. */
+	prctl(PR_SET_TIMERSLACK, 1000UL);
 	while (!atomic_load(&nic->stop)) {
 		int n = wait_ns(nic->epfd, ev, 4, timeout);
 
@@ -397,6 +426,29 @@ static void *nic_thread(void *arg)
 			}
 		}
 		timeout = -1;
+		if (!armed && (paused_since || backlog_pending(nic))) {
+			uint64_t now = sr_now_ns();
+			uint64_t max = (uint64_t)sr_params()->backlog_pause_us * 1000;
+
+			if (!paused_since) {
+				paused_since = now;
+				atomic_store(&nic->rx_paused, true);
+			}
+			if (!backlog_pending(nic)) {
+				paused_since = 0;	/* taken: receive again */
+			} else if (now - paused_since < max && !sr_net_rx_half_full(nic)) {
+				uint64_t left = paused_since + max - now;
+
+				timeout = (int64_t)(left < SR_PAUSE_STEP_NS ? left : SR_PAUSE_STEP_NS);
+				goto timers;	/* the socket stays disarmed */
+			} else {
+				sr_stat_inc(&nic->stats, SR_STAT_rx_pause_expired);
+				atomic_store(&nic->backlog_off, true);
+				paused_since = 0;
+			}
+			if (!paused_since)
+				atomic_store(&nic->rx_paused, false);
+		}
 		if (!armed) {
 			uint64_t last = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
 			uint64_t now = sr_now_ns();
@@ -416,14 +468,20 @@ static void *nic_thread(void *arg)
 				grace = false;
 				if (polling ? !pthread_mutex_trylock(&nic->rx_lock)
 					    : !pthread_mutex_lock(&nic->rx_lock)) {
-					for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++)
+					for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++) {
 						sr_resp_flush_acks(nic);
+						if (backlog_pending(nic)) {
+							sr_stat_inc(&nic->stats, SR_STAT_rx_pauses);
+							break;
+						}
+					}
 					pthread_mutex_unlock(&nic->rx_lock);
 				}
 				rx_arm(nic);
 				armed = true;
 			}
 		}
+timers:;
 		int t = nic_run_timers(nic);
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))

@@ -29,6 +29,7 @@
 	X(repair, BOOL, 1, "after a sequence NAK resend only the missing packet, while the peer is seen to keep the packets after a gap (0: always go-back-N)") \
 	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
+	X(backlog_pause_us, INT, 30000, "progress thread pauses up to this long while a polled CQ holds 32+ completions its application has not taken (0: never)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
 	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \
 	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \

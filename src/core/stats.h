@@ -66,11 +66,14 @@
 	X(fault_reorder, "fault injection: packets delayed behind the next one")   \
 	X(fault_corrupt, "fault injection: packets corrupted")                     \
 	X(async_events, "asynchronous events raised")                                \
+	X(rx_pauses, "progress thread left the socket to an application with completions to take") \
+	X(rx_pause_expired, "... and took it back, the completions still untaken (backlog_pause_us, buffer half full)") \
 	X(cm_msgs_rcvd, "rdma_cm: CM messages received")                            \
 	X(cm_drop_malformed, "rdma_cm: dropped: not a CM message, other version, bad length") \
 	X(cm_drop_unknown, "rdma_cm: dropped: unknown connection, wrong peer or state (stale, replayed, forged)") \
 	X(cm_rejects_sent, "rdma_cm: requests rejected (no listener, rejected, bad request)") \
-	X(cm_timeouts, "rdma_cm: REQ/REP/DREQ given up after retries, or a silent peer")
+	X(cm_timeouts, "rdma_cm: REQ/REP/DREQ given up after retries, or a silent peer") \
+	X(cm_req_held, "rdma_cm: REQs left unanswered (their port's listener had just gone; the requester retries)")
 
 enum sr_stat {
 #define SR_STAT_ENUM(name, doc) SR_STAT_##name,

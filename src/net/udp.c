@@ -12,6 +12,7 @@
  * it, come out right (src/wire/icrc.h).
  */
 #include <errno.h>
+#include <linux/sock_diag.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -471,6 +472,16 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 		return;
 	}
 	sr_rcv(nic, &pkt, src);
+}
+
+bool sr_net_rx_half_full(struct sr_nic *nic)
+{
+	uint32_t mi[SK_MEMINFO_VARS];
+	socklen_t l = sizeof(mi);
+
+	if (syscall(SYS_getsockopt, nic->fd, SOL_SOCKET, SO_MEMINFO, mi, &l) || l < sizeof(mi))
+		return true;	/* cannot tell: as if full */
+	return mi[SK_MEMINFO_RMEM_ALLOC] > mi[SK_MEMINFO_RCVBUF] / 2;
 }
 
 int sr_net_rx(struct sr_nic *nic)

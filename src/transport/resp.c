@@ -7,7 +7,8 @@
  * silently until the expected one arrives (C9-112?); an earlier PSN is a duplicate: SEND/WRITE
  * are re-acknowledged, READ and ATOMIC are replayed from the responder resources (the READ
  * re-reads memory, the ATOMIC returns its saved result -- it must not execute twice). ACKs are
- * coalesced: one per receive batch per QP, for the latest PSN that asked for one.
+ * coalesced: one per receive batch per QP, for the latest PSN that asked for one (but see
+ * complete_rwqe: a completion that wakes a sleeping consumer is acknowledged first).
  *
  * Errors the requester must hear about are NAKed and move this QP to ERR too (IBA 9.9.3:
  * remote access, invalid request, remote operational errors). UC and UD never answer: a broken
@@ -193,6 +194,18 @@ static void complete_rwqe(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_o
 		wc.wc_flags |= IBV_WC_WITH_INV;
 	}
 	qp->resp.have_rwqe = false;
+	/*
+	 * RC: a completion that wakes a consumer sleeping on the CQ's channel is acknowledged
+	 * first, not at the end of the batch. Woken, the consumer may answer the message at once
+	 * (a ping-pong), and its peer must not see the answer before the ACK of what it sent:
+	 * on a NIC the ACK leaves before the CQE is even written, and programs that wait for "any
+	 * event" and then poll one CQ once (perftest's -e) depend on that order.
+	 */
+	if (pkt && pkt->ackreq && st == IBV_WC_SUCCESS && qp->type == IBV_QPT_RC &&
+	    sr_cq_would_notify(qp->rcq, pkt->se)) {
+		sr_send_ack(qp, pkt->psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		qp->resp.acked_now = true;
+	}
 	sr_cq_post(qp->rcq, &wc, pkt && (pkt->se || st != IBV_WC_SUCCESS));
 }
 
@@ -276,9 +289,9 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 		}
 	}
 	if (pkt->mask & SR_M_END) {
+		qp->resp.msn++;	/* (before the completion: an ACK sent with it carries the MSN) */
 		complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.recv_off, pkt,
 			      qp->attr.dest_qp_num, 0);
-		qp->resp.msn++;
 	}
 	return RSP_OK;
 }
@@ -347,10 +360,10 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 	qp->resp.wleft -= pkt->paylen;
 	qp->resp.in_write = !(pkt->mask & SR_M_END);
 	if (pkt->mask & SR_M_END) {
+		qp->resp.msn++;
 		if (pkt->mask & SR_M_IMMDT)
 			complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp->resp.wlen, pkt,
 				      qp->attr.dest_qp_num, 0);
-		qp->resp.msn++;
 	}
 	return RSP_OK;
 }
@@ -812,9 +825,10 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 		r = do_atomic(qp, pkt);
 	if (r == RSP_OK) {
 		qp->resp.epsn = sr_psn_next(pkt->psn);
-		if (pkt->ackreq)
+		if (pkt->ackreq && !qp->resp.acked_now)
 			ack_later(qp, pkt->psn);
 	}
+	qp->resp.acked_now = false;
 	return r;
 }
 

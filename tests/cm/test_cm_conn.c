@@ -5,7 +5,7 @@
  * REJ 148, SIDR REQ 180, SIDR REP 136), delivered intact; responder resources and initiator
  * depth negotiated down on both QPs; a SEND over the connection; rdma_disconnect giving
  * DISCONNECTED on both sides with both QPs in ERR; rdma_reject with private data; no listener
- * giving REJECTED (status 8) promptly.
+ * giving REJECTED (status 8) promptly; a listener replaced by another on the same port.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -272,6 +272,112 @@ static void test_no_listener(void)
 	rdma_destroy_id(c);
 }
 
+/* Connects c (a client id with a QP) through a listener, accepts on the server side; returns
+ * the server's id. */
+static struct rdma_cm_id *connect_accept(struct rdma_cm_id *c, int req_timeout_ms)
+{
+	struct rdma_conn_param p = { .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *s;
+
+	REQUIRE(rdma_connect(c, &p) == 0);
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, req_timeout_ms);
+	REQUIRE(ev);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	make_qp(s, IBV_QPT_RC);
+	REQUIRE(rdma_accept(s, &p) == 0);
+	for (int k = 0; k < 2; k++) {
+		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+		REQUIRE(ev);
+		rdma_ack_cm_event(ev);
+	}
+	return s;
+}
+
+static void drop_conn(struct rdma_cm_id *id)
+{
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+}
+
+/*
+ * A listener replaced by another on the same port while its connections live on (perftest -R
+ * does this between its control and data connections): a REQ that arrives in between is not
+ * rejected but left for the requester to retransmit, and the new listener gets it. With no new
+ * listener, the REQ is rejected (status 8) once the port has had no listener for 2 s.
+ */
+static void test_relisten(void)
+{
+	struct sockaddr_in a = loop_addr(0);
+	struct rdma_cm_id *l1, *l2, *c1, *c2, *c3, *s1, *s2;
+	struct rdma_conn_param p = { .retry_count = 7 };
+	struct rdma_cm_event *ev;
+	struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+	uint16_t port;
+	double t0;
+
+	REQUIRE(rdma_create_id(ch, &l1, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_bind_addr(l1, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(l1, 1) == 0);
+	port = rdma_get_src_port(l1);
+	c1 = client(RDMA_PS_TCP, port);
+	make_qp(c1, IBV_QPT_RC);
+	s1 = connect_accept(c1, 2000);
+	rdma_destroy_id(l1);	/* s1 lives on, and with it the port's CM socket */
+
+	/* The next REQ finds no listener yet: no REJECTED (nor anything else) at once. */
+	c2 = client(RDMA_PS_TCP, port);
+	make_qp(c2, IBV_QPT_RC);
+	REQUIRE(rdma_connect(c2, &p) == 0);
+	CHECK_EQ(poll(&pf, 1, 100), 0);
+	a = loop_addr(port);
+	REQUIRE(rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_bind_addr(l2, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(l2, 1) == 0);
+	/* The retransmitted REQ reaches the new listener. */
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	CHECK(ev->listen_id == l2);
+	s2 = ev->id;
+	rdma_ack_cm_event(ev);
+	make_qp(s2, IBV_QPT_RC);
+	REQUIRE(rdma_accept(s2, &p) == 0);
+	for (int k = 0; k < 2; k++) {
+		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+		REQUIRE(ev);
+		rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_id(l2);
+
+	/* No listener follows: rejected, at the first retransmission after 2 s. */
+	c3 = client(RDMA_PS_TCP, port);
+	make_qp(c3, IBV_QPT_RC);
+	t0 = now_s();
+	REQUIRE(rdma_connect(c3, &p) == 0);
+	ev = expect(RDMA_CM_EVENT_REJECTED, 4000);
+	if (ev) {
+		CHECK_EQ(ev->status, 8);	/* IB_CM_REJ_INVALID_SERVICE_ID */
+		CHECK(ev->id == c3);
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(now_s() - t0 >= 1.9);
+	CHECK(now_s() - t0 < 3);
+	drop_conn(c3);
+	/* Tear down: DISCONNECTED events for the two live connections. */
+	rdma_disconnect(c1);
+	rdma_disconnect(c2);
+	for (int k = 0; k < 4; k++) {
+		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	drop_conn(c1);
+	drop_conn(s1);
+	drop_conn(c2);
+	drop_conn(s2);
+}
+
 static void test_ud(void)
 {
 	uint8_t req[181], rep[137];
@@ -333,6 +439,7 @@ int main(void)
 	test_rc(listen, rdma_get_src_port(listen));
 	test_reject(rdma_get_src_port(listen));
 	test_no_listener();
+	test_relisten();
 	test_ud();
 	rdma_destroy_id(listen);
 	rdma_destroy_event_channel(ch);

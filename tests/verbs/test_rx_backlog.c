@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The progress thread does not run ahead of an application that polls its CQ (device.c,
+ * backlog_pause_us).
+ *
+ * When receive completions pile up in a CQ whose consumer polls it (nobody sleeps on its
+ * channel) while that consumer is not running, the thread stops receiving once SR_CQ_BACKLOG
+ * (32) of them wait: the rest stays in the socket, and the application, when it polls the CQ
+ * empty, receives it itself. Otherwise the application would find hundreds of completions made
+ * long before, in one burst, and measure an impossible rate (perftest's UD receiver reported
+ * 100 GB/s on loopback). The pause is bounded: a consumer that does not come back within
+ * backlog_pause_us gets everything received anyway.
+ *
+ * A raw UDP socket of this test (tests/common/rawpeer.c) sends 200 UD SENDs to a UD QP whose
+ * application sleeps. Each case runs in a child process with its own backlog_pause_us:
+ *   - 2 s: after the thread has paused, the CQ holds at least 32 and at most 64 (one receive
+ *     batch more) completions; polling then collects all 200, in order;
+ *   - 20 ms: after 300 ms without polling, all 200 are in the CQ already, and the expired
+ *     pause is counted.
+ */
+#include "sr_test.h"
+#include "verbs_util.h"
+#include "rawpeer.h"
+
+#include <unistd.h>
+
+#define NMSG 200
+#define MSG 64
+#define QKEY 0x11111111u
+
+static int64_t wait_stat(const char *name, int64_t want, int ms)
+{
+	uint64_t end = vu_now_ms() + (uint64_t)ms;
+	int64_t v;
+
+	while ((v = vu_stat(name)) < want && vu_now_ms() < end)
+		vu_sleep_ms(1);
+	return v;
+}
+
+static int run(int sock, void *arg)
+{
+	bool expire = arg != NULL;
+	struct vu_dev dev;
+	struct vu_buf rb;
+	struct rawpeer rp;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct ibv_wc wc[NMSG + 8];
+	uint8_t hdr[64], msg[MSG];
+	int n, got;
+
+	(void)sock;
+	setenv("SOFTRDMA_BACKLOG_PAUSE_US", expire ? "20000" : "2000000", 1);
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &rb, NMSG * (MSG + 40), VU_ACCESS_ALL) == 0);
+	REQUIRE(rp_open(&rp, &dev.gid) == 0);
+	cq = ibv_create_cq(dev.ctx, 1024, NULL, NULL, 0);
+	REQUIRE(cq);
+	vu_qp_cfg_default(&q, IBV_QPT_UD);
+	q.max_recv_wr = NMSG;
+	vu_conn_cfg_default(&c);
+	c.qkey = QKEY;
+	qp = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(qp);
+	REQUIRE(vu_qp_connect(qp, &c, NULL, 0) == 0);
+	for (int i = 0; i < NMSG; i++)
+		REQUIRE(vu_post_recv(qp, (uint64_t)i, rb.mr, rb.p + i * (MSG + 40), MSG + 40) == 0);
+
+	for (int i = 0; i < NMSG; i++) {
+		uint8_t op = SR_OPC(SR_TR_UD, SR_OP_SEND_ONLY);
+		size_t hlen = sr_opcode[op].length;
+
+		memset(hdr, 0, sizeof(hdr));
+		sr_bth_build((struct sr_bth *)hdr, op, false, false, 0, SR_DEFAULT_PKEY, qp->qp_num,
+			     false, (uint32_t)i);
+		sr_deth_build((struct sr_deth *)(hdr + sr_opcode[op].offset[SR_H_DETH]), QKEY, 0x42);
+		memset(msg, i, sizeof(msg));
+		REQUIRE(rp_send(&rp, hdr, hlen, msg, sizeof(msg), 0) == 0);
+	}
+
+	if (!expire) {
+		/* The thread receives a batch or two, sees the backlog and leaves the rest. */
+		CHECK(wait_stat("rx_pauses", 1, 5000) >= 1);
+		vu_sleep_ms(20);
+		n = ibv_poll_cq(cq, NMSG + 8, wc);
+		if (n < 32 || n > 64)
+			SR_FAIL("after the pause the CQ held %d completions, wanted 32..64", n);
+		CHECK_EQ(vu_stat("rx_pause_expired"), 0);
+		/* Polling takes the rest: the application receives it itself. */
+		got = n > 0 ? n : 0;
+		got += vu_poll(cq, wc + got, NMSG - got, 5000);
+	} else {
+		/* Nobody polls: once the pause expires the thread receives everything. */
+		vu_sleep_ms(300);
+		CHECK(vu_stat("rx_pause_expired") >= 1);
+		n = ibv_poll_cq(cq, NMSG + 8, wc);
+		CHECK_EQ(n, NMSG);
+		got = n > 0 ? n : 0;
+	}
+	CHECK_EQ(got, NMSG);
+	for (int i = 0; i < got; i++) {
+		if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i ||
+		    wc[i].byte_len != MSG + 40 || rb.p[i * (MSG + 40) + 40] != (uint8_t)i) {
+			SR_FAIL("completion %d: %s", i, vu_wc_str(&wc[i]));
+			break;
+		}
+	}
+	CHECK_EQ(vu_stat("drop_no_rwqe"), 0);
+
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	rp_close(&rp);
+	vu_buf_free(&rb);
+	vu_close(&dev);
+	return 0;
+}
+
+int main(void)
+{
+	struct vu_child ch;
+
+	sr_test_timeout(60);
+	printf("backlog pause, the application comes back\n");
+	REQUIRE(vu_fork(&ch, run, NULL, 30) == 0);
+	CHECK_EQ(vu_child_wait(&ch, 40), 0);
+	printf("backlog pause expires\n");
+	REQUIRE(vu_fork(&ch, run, &ch, 30) == 0);
+	CHECK_EQ(vu_child_wait(&ch, 40), 0);
+	return sr_test_done("test_rx_backlog");
+}
