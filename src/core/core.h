@@ -298,6 +298,7 @@ struct sr_swqe {
 	uint32_t ud_qpn, ud_qkey;
 	uint32_t first_psn, last_psn;	/* valid once state >= SENDING */
 	uint32_t npkts;
+	uint32_t rd_end_psn;		/* READ: last PSN of the READ request last issued (req.c) */
 };
 
 struct sr_sq {
