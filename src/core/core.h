@@ -474,6 +474,7 @@ struct sr_swqe {
 			bool have_value;		/* value given (wr API, inline), else the SGE */
 		} aw;
 	} u;
+	uint32_t rd_end_psn;		/* READ: last PSN of the READ request last issued (req.c) */
 };
 
 /* Work request opcodes of softrdma's own API (include/softrdma/softrdma.h): REG_MR takes the

@@ -276,9 +276,12 @@ void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 		cq->armed = 0;
 		notify = cq->chan != NULL;
 	}
-	/* Completions pile up in a CQ whose consumer polls (it does not sleep on the channel):
-	 * tell the progress thread, which leaves the rest to that consumer for a moment. */
-	if (!cq->in_backlog && !cq->armed && cq->head - cq->tail >= SR_CQ_BACKLOG) {
+	/* Receive completions pile up in a CQ whose consumer polls (it does not sleep on the
+	 * channel): tell the progress thread, which leaves the rest to that consumer for a
+	 * moment. (Send completions do not count: the thread that makes them from ACKs also
+	 * sends the next packets for an application that is not running.) */
+	if (!cq->in_backlog && !cq->armed && (wc->opcode & IBV_WC_RECV) &&
+	    cq->head - cq->tail >= SR_CQ_BACKLOG) {
 		cq->in_backlog = true;
 		atomic_fetch_add(&cq->ctx->nic->cq_backlog, 1);
 	}

@@ -276,11 +276,11 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	off = k * qp->mtu;
 	expect = w->length - off < qp->mtu ? w->length - off : qp->mtu;
 	/* A response sequence may restart (FIRST) at any PSN a retried request asked from, but it
-	 * ends (LAST/ONLY) exactly at the READ's last PSN, and every packet before the last is a
-	 * full MTU (IBA 9.7.5.1.3). */
+	 * ends (LAST/ONLY) exactly where the request asked for ends -- the end of the piece of the
+	 * READ it was (req.c) -- and every packet before the last is a full MTU (IBA 9.7.5.1.3). */
 	bool is_last = pkt->mask & SR_M_END;
 
-	if (is_last != (pkt->psn == w->last_psn) || pkt->paylen != expect) {
+	if (is_last != (pkt->psn == w->rd_end_psn) || pkt->paylen != expect) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
 		return;
 	}
@@ -299,8 +299,9 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	qp->comp.psn = sr_psn_next(pkt->psn);
 	progress_made(qp);
 	if (is_last) {
-		sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
-		sr_req_progress(qp);	/* an rd_atomic slot or a fence may have opened */
+		if (pkt->psn == w->last_psn)
+			sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
+		sr_req_progress(qp);	/* the next piece, an rd_atomic slot or a fence */
 	}
 }
 

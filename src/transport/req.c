@@ -10,6 +10,15 @@
  * Limits honoured here: the send window (max_inflight unacknowledged packets), max_rd_atomic
  * outstanding READ/ATOMIC requests (IBA 9.5.9), IBV_SEND_FENCE (wait for every prior READ and
  * ATOMIC to complete, IBA 10.8.3.3), the RNR wait, and SQD (no new WQE starts).
+ *
+ * A READ's responses count against the send window too, as the packets they are: a READ is
+ * asked for in pieces of at most the window (each piece an ordinary READ request for the next
+ * bytes, at the next PSNs), the next piece once every response of the previous one is in. A
+ * responder answers a READ at once and in full, and READ responses are neither acknowledged
+ * nor flow controlled: one 8 MiB READ would pour 2048 packets into the requester's socket
+ * faster than it can take them, and every retry would pour them again. A piece once asked for
+ * keeps its bounds (rd_end_psn): a retry asks for the rest of that same piece, which the
+ * responder then answers as a duplicate (IBA 9.7.5.1.? READ retry from a PSN within a request).
  */
 #include <errno.h>
 
@@ -38,6 +47,31 @@ static uint8_t write_opcode(uint8_t tr, bool first, bool last, bool imm)
 	return SR_OPC(tr, SR_OP_WRITE_MIDDLE);
 }
 
+/* The byte (from the WQE's start) where the READ request about to go out at req.psn ends: the
+ * end of the piece that PSN belongs to, or, past every piece asked for so far, of a new piece
+ * of at most what the send window has room for (never fewer than SR_READ_PIECE_MIN packets:
+ * a small READ is not cut into smaller ones). */
+#define SR_READ_PIECE_MIN 16
+
+static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
+{
+	uint32_t psn = qp->req.psn, end;
+
+	/* rd_end_psn is first_psn - 1 until a piece is asked for. */
+	if (sr_psn_lt(w->rd_end_psn, w->first_psn) || sr_psn_gt(psn, w->rd_end_psn)) {
+		int32_t inflight = sr_psn_diff(psn, qp->comp.psn);
+		uint32_t room = 0, left = (uint32_t)sr_psn_diff(w->last_psn, psn) + 1;
+
+		if (inflight >= 0 && (uint32_t)inflight < sr_cwnd(qp))
+			room = sr_cwnd(qp) - (uint32_t)inflight;
+		if (room < SR_READ_PIECE_MIN)
+			room = SR_READ_PIECE_MIN;
+		w->rd_end_psn = sr_psn_add(psn, (int32_t)(left < room ? left : room) - 1);
+	}
+	end = ((uint32_t)sr_psn_diff(w->rd_end_psn, w->first_psn) + 1) * qp->mtu;
+	return end < w->length ? end : w->length;
+}
+
 /* Builds and sends the packet of WQE w (slot idx) that starts at byte req.offset with PSN
  * req.psn. Returns the bytes that packet covers, or -(ibv_wc_status) on a local error. */
 static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
@@ -54,10 +88,10 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 
 	switch (w->opcode) {
 	case IBV_WR_RDMA_READ:
-		/* One request asks for everything still missing (a retry resumes mid-way). */
+		/* One request asks for the rest of the piece under way (read_piece). */
 		opcode = SR_OPC(tr, SR_OP_READ_REQ);
 		first = last = true;
-		covered = (int)(w->length - off);
+		covered = (int)(read_piece_end(qp, w) - off);
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 		opcode = SR_OPC(tr, SR_OP_CMP_SWAP);
@@ -139,7 +173,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 		sr_feth_build((struct sr_feth *)(hdr + oi->offset[SR_H_FETH]), w->u.flush.level,
 			      w->u.flush.type);
 	if (oi->mask & SR_M_RETH) {
-		uint32_t len = w->opcode == IBV_WR_RDMA_READ ? w->length - off
+		uint32_t len = w->opcode == IBV_WR_RDMA_READ ? (uint32_t)covered
 			     : w->opcode == SR_WR_FLUSH	    ? (uint32_t)w->u.flush.length
 							    : w->length;
 		uint64_t va = w->opcode == IBV_WR_RDMA_READ ? w->raddr + off : w->raddr;
@@ -385,6 +419,7 @@ void sr_req_progress(struct sr_qp *qp)
 			w->first_psn = qp->req.psn;
 			w->npkts = sr_op_is_one_pkt(w->opcode) ? 1 : sr_npkts(w->length, qp->mtu);
 			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
+			w->rd_end_psn = sr_psn_add(w->first_psn, -1);	/* no piece asked for yet */
 			w->state = SR_WQE_SENDING;
 			qp->req.offset = 0;
 		} else if (w->state == SR_WQE_SENT) {
@@ -394,6 +429,10 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		if (sr_qp_reliable(qp) &&
 		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= sr_cwnd(qp))
+			break;
+		/* The next piece of a READ once every response of the previous one is in. */
+		if (w->opcode == IBV_WR_RDMA_READ && qp->req.offset &&
+		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn)
 			break;
 
 		n = req_xmit(qp, qp->req.idx, w);
@@ -412,9 +451,9 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		sent = true;
 		if (w->opcode == IBV_WR_RDMA_READ) {
-			/* The request covers the rest of the READ: skip the PSNs of its responses. */
-			qp->req.psn = sr_psn_next(w->last_psn);
-			qp->req.offset = w->length;
+			/* The request covers the rest of its piece: skip the PSNs of its responses. */
+			qp->req.psn = sr_psn_next(w->rd_end_psn);
+			qp->req.offset += (uint32_t)n;
 		} else {
 			qp->req.psn = sr_psn_next(qp->req.psn);
 			qp->req.offset += (uint32_t)n;

@@ -12,7 +12,7 @@
 #   sr_stat FILE COUNTER      a counter of a SOFTRDMA_STATS_DUMP file (0 when absent)
 #   sr_stat2 NAME COUNTER     a counter summed over both sides of a pair (live if killed)
 #   sr_show_stats NAME        both sides' counters, one line each
-#   sr_free_port              a TCP port nobody uses
+#   sr_free_port              a port no TCP or UDP socket uses
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
 #   sr_skip MSG, need_root, need_cmd   exit 77 (CTest SKIP_RETURN_CODE) with a message
 #   sr_at_exit CMD            run CMD (a string) when the test exits, however it exits
@@ -174,7 +174,8 @@ need_build() {
 
 sr_run() { "$SR" run -- "$@"; }
 
-# sr_free_port: a TCP port in 20000..49999 that no socket of this namespace uses (any state).
+# sr_free_port: a port in 20000..49999 that no TCP or UDP socket of this namespace uses (any
+# state): a program may listen there over TCP, or over rdma_cm (a UDP socket of that port).
 # Not atomic, but the range is wide, ports are random and CTest runs these tests serially.
 SR_USED_PORTS=" "
 sr_free_port() {
@@ -182,12 +183,12 @@ sr_free_port() {
 	for i in $(seq 200); do
 		p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
 		case $SR_USED_PORTS in *" $p "*) continue ;; esac
-		[ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ] || continue
+		[ -z "$(ss -Htuan "sport = :$p" 2>/dev/null)" ] || continue
 		SR_USED_PORTS+="$p "
 		echo "$p"
 		return 0
 	done
-	echo "sr_free_port: no free TCP port found" >&2
+	echo "sr_free_port: no free port found" >&2
 	return 1
 }
 
@@ -198,11 +199,13 @@ sr_in_ns() {
 	if [ -n "$ns" ]; then ip netns exec "$ns" "$@"; else "$@"; fi
 }
 
-# sr_wait_listen PORT PID NS SECONDS: until a TCP socket listens on PORT in NS, while PID lives.
+# sr_wait_listen PORT PID NS SECONDS: until a TCP socket listens on PORT in NS, or a UDP socket is
+# bound to it (an rdma_cm listener: softrdma's CM listens on the UDP port of the same number),
+# while PID lives.
 sr_wait_listen() {
 	local port=$1 pid=$2 ns=$3 secs=$4 t0=$SECONDS
 	while [ $((SECONDS - t0)) -lt "$secs" ]; do
-		[ -n "$(sr_in_ns "$ns" ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
+		[ -n "$(sr_in_ns "$ns" ss -Hltun "sport = :$port" 2>/dev/null)" ] && return 0
 		kill -0 "$pid" 2>/dev/null || return 2
 		sleep 0.05
 	done
@@ -251,11 +254,11 @@ sr_snapshot() {
 # sr_pair NAME PROG [ARGS...]
 #
 # Runs "PROG ARGS -p PORT" as the server in the background and, once the server listens on
-# its TCP port, "PROG ARGS -p PORT HOST" as the client; PORT is a free TCP port. The pair has
-# SR_PAIR_TIMEOUT seconds; then whatever still runs is killed, after its live counters were
-# saved in $SR_TMP/NAME.{srv,cli}.live. Outputs (stdout and stderr together, line-buffered
-# so that a killed program's lines are kept) go to $SR_TMP/NAME.{srv,cli}.out and the
-# counters dumped at exit to $SR_TMP/NAME.{srv,cli}.stats.
+# its port (TCP, or UDP for rdma_cm), "PROG ARGS -p PORT HOST" as the client; PORT is a free
+# port. The pair has SR_PAIR_TIMEOUT seconds; then whatever still runs is killed, after its
+# live counters were saved in $SR_TMP/NAME.{srv,cli}.live. Outputs (stdout and stderr
+# together, line-buffered so that a killed program's lines are kept) go to
+# $SR_TMP/NAME.{srv,cli}.out and the counters dumped at exit to $SR_TMP/NAME.{srv,cli}.stats.
 # Knobs: SR_SRV_ENV / SR_CLI_ENV (arrays of VAR=VALUE for one side), SR_SRV_NS / SR_CLI_NS
 # (network namespace of a side), SR_SERVER_HOST (what the client connects to: localhost),
 # SR_PAIR_NOJUDGE=1 (the caller judges: no ok/FAIL is recorded, only printed).
@@ -270,9 +273,9 @@ sr_pair() {
 	local srv_stats=$SR_TMP/$name.srv.stats cli_stats=$SR_TMP/$name.cli.stats
 	local to=$SR_PAIR_TIMEOUT
 	rm -f "$SR_TMP/$name".*
-	port=$(sr_free_port) || { sr_fail "$name: no free TCP port"; return 1; }
+	port=$(sr_free_port) || { sr_fail "$name: no free port"; return 1; }
 	t0=$(date +%s.%N)
-	echo "--- $name: $* (TCP port $port${SR_SRV_NS:+, server in $SR_SRV_NS}${SR_CLI_NS:+, client in $SR_CLI_NS})"
+	echo "--- $name: $* (port $port${SR_SRV_NS:+, server in $SR_SRV_NS}${SR_CLI_NS:+, client in $SR_CLI_NS})"
 
 	# `timeout` is only the backstop (the watchdog below acts first and saves the counters).
 	timeout -k 5 $((to + 30)) ${SR_SRV_NS:+ip netns exec "$SR_SRV_NS"} \
@@ -287,9 +290,9 @@ sr_pair() {
 		if [ $w -eq 2 ]; then
 			wait "$srv_pid"
 			srv_rc=$?
-			sr_fail "$name: the server exited $(sr_rc_text $srv_rc) before listening on TCP port $port"
+			sr_fail "$name: the server exited $(sr_rc_text $srv_rc) before listening on port $port"
 		else
-			sr_fail "$name: the server did not listen on TCP port $port within 30 s"
+			sr_fail "$name: the server did not listen on port $port within 30 s"
 		fi
 		sr_tail "$srv_out" >&2
 		kill -TERM "$srv_pid" 2>/dev/null

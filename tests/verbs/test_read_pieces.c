@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An RDMA READ larger than the send window is asked for in pieces (req.c).
+ *
+ * READ responses are neither acknowledged nor flow controlled: a responder answers a READ at
+ * once and in full. A requester that asked for 8 MiB in one request had 2048 packets poured
+ * into its socket, lost most of them, and asked again for the rest, which poured again:
+ * ib_read_bw -s 8388608 ended in IBV_WC_RETRY_EXC_ERR. So a READ is asked for in pieces of at
+ * most the send window (max_inflight packets here), each an ordinary READ request for the next
+ * bytes at the next PSNs, the next piece once every response of the previous one is in; a
+ * retry asks for the rest of its own piece only (the responder sees a duplicate of that piece).
+ *
+ * The peer is a raw UDP socket of this test (tests/common/rawpeer.c) playing the responder:
+ * it reads each READ request, checks its PSN, address and length, and answers with hand-made
+ * READ responses. SOFTRDMA_MAX_INFLIGHT=32 and a 1024-byte MTU: a READ of 101 packets
+ * (102500 bytes) goes as pieces of 32, 32, 32 and 5 packets; after a lost response, as pieces
+ * of the smaller window.
+ */
+#include "sr_test.h"
+#include "verbs_util.h"
+#include "rawpeer.h"
+
+#include <stdlib.h>
+
+#define MTU 1024
+#define WIN 32
+#define FAKE_QPN 0x00beef
+#define RVA 0x7f0000001000ull
+#define RKEY 0x4321
+#define LEN (100 * MTU + 100)		/* 101 packets */
+#define PSN0 0x00fffff0u		/* the pieces cross the 24-bit PSN wrap */
+
+static struct vu_dev dev;
+static struct vu_buf lb;
+static struct rawpeer rp;
+static struct ibv_qp *qp;
+static struct ibv_cq *cq;
+static uint8_t remote[LEN];		/* what the responder's memory holds */
+static uint32_t msn;
+static uint32_t next_psn = PSN0;	/* the PSN the next READ starts at */
+
+static uint32_t psn_add(uint32_t p, uint32_t n)
+{
+	return (p + n) & 0xffffff;
+}
+
+/* The next packet must be a READ request for PSN psn, bytes [off, off + *len) of the remote
+ * buffer; *len 0: any length, returned in *len. */
+#define EXPECT_READ(psn, off, len) expect_read(psn, off, len, __LINE__)
+static bool expect_read(uint32_t psn, uint32_t off, uint32_t *len, int line)
+{
+	uint8_t buf[256];
+	struct sr_pkt pkt;
+	int n = rp_recv(&rp, buf, sizeof(buf), &pkt, 2000);
+
+	if (n <= 0) {
+		SR_FAIL("line %d: no READ request (wanted PSN %u)", line, psn);
+		return false;
+	}
+	if (pkt.opcode != SR_OPC(SR_TR_RC, SR_OP_READ_REQ) || pkt.psn != psn) {
+		SR_FAIL("line %d: got %s PSN %u, wanted a READ request PSN %u", line,
+			sr_opcode_name(pkt.opcode), pkt.psn, psn);
+		return false;
+	}
+	struct sr_reth *r = sr_pkt_h(&pkt, SR_H_RETH);
+
+	if (sr_reth_va(r) != RVA + off || (*len && sr_reth_len(r) != *len) ||
+	    sr_reth_rkey(r) != RKEY) {
+		SR_FAIL("line %d: READ PSN %u asks for va +%llu len %u rkey 0x%x, wanted +%u len %u",
+			line, psn, (unsigned long long)(sr_reth_va(r) - RVA), sr_reth_len(r),
+			sr_reth_rkey(r), off, *len);
+		return false;
+	}
+	*len = sr_reth_len(r);
+	return true;
+}
+
+#define EXPECT_QUIET(ms) expect_quiet(ms, __LINE__)
+static void expect_quiet(int ms, int line)
+{
+	uint8_t buf[256];
+	struct sr_pkt pkt;
+
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, ms) > 0)
+		SR_FAIL("line %d: unexpected %s PSN %u", line, sr_opcode_name(pkt.opcode), pkt.psn);
+}
+
+/* Response packet k (0-based) of a READ request at psn for bytes [off, off + len); skip: a
+ * packet index not to send (a loss), or -1. */
+static void respond(uint32_t psn, uint32_t off, uint32_t len, int skip)
+{
+	uint32_t n = (len + MTU - 1) / MTU;
+
+	msn++;
+	for (uint32_t k = 0; k < n; k++) {
+		uint8_t hdr[64];
+		uint32_t plen = len - k * MTU < MTU ? len - k * MTU : MTU;
+		uint8_t op = n == 1 ? SR_OP_READ_RESP_ONLY : k == 0 ? SR_OP_READ_RESP_FIRST
+			   : k == n - 1 ? SR_OP_READ_RESP_LAST : SR_OP_READ_RESP_MIDDLE;
+		const struct sr_opcode_info *oi = &sr_opcode[SR_OPC(SR_TR_RC, op)];
+
+		if ((int)k == skip)
+			continue;
+		memset(hdr, 0, sizeof(hdr));
+		sr_bth_build((struct sr_bth *)hdr, SR_OPC(SR_TR_RC, op), false, false, (-plen) & 3,
+			     SR_DEFAULT_PKEY, qp->qp_num, false, psn_add(psn, k));
+		if (oi->mask & SR_M_AETH)
+			sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]),
+				      SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, msn);
+		REQUIRE(rp_send(&rp, hdr, oi->length, remote + off + k * MTU, plen, 0) == 0);
+	}
+}
+
+static void run(bool lose)
+{
+	struct ibv_wc wc;
+	uint32_t psn = next_psn, off = 0;
+
+	memset(lb.p, 0, LEN);
+	REQUIRE(vu_post_rdma(qp, 7, IBV_WR_RDMA_READ, lb.mr, lb.p, LEN, RVA, RKEY,
+			     IBV_SEND_SIGNALED) == 0);
+	for (int piece = 0; off < LEN; piece++) {
+		uint32_t full = LEN - off < WIN * MTU ? LEN - off : WIN * MTU, len, rest;
+
+		/* Pieces of the window (after a loss the window shrinks, to no fewer than 16
+		 * packets), whole packets but for the READ's end. */
+		len = lose && piece > 1 ? 0 : full;
+		if (!EXPECT_READ(psn, off, &len))
+			return;
+		if (len > full || (len < full && (len < 16 * MTU || len % MTU))) {
+			SR_FAIL("piece %d: %u bytes asked for (window %u)", piece, len, full);
+			return;
+		}
+		/* Nothing more until this piece is answered: the window is full of it. */
+		EXPECT_QUIET(30);
+		if (lose && piece == 1) {
+			/* Response 10 of the second piece is lost: the requester asks again for the
+			 * rest of this piece, not of the READ. */
+			respond(psn, off, len, 10);
+			rest = len - 10 * MTU;
+			if (!EXPECT_READ(psn_add(psn, 10), off + 10 * MTU, &rest))
+				return;
+			respond(psn_add(psn, 10), off + 10 * MTU, rest, -1);
+		} else {
+			respond(psn, off, len, -1);
+		}
+		psn = psn_add(psn, (len + MTU - 1) / MTU);
+		off += len;
+	}
+	next_psn = psn;
+	REQUIRE(vu_wait(cq, &wc, 2000) == 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_RDMA_READ);
+	CHECK_EQ(wc.byte_len, LEN);
+	CHECK(!memcmp(lb.p, remote, LEN));
+	EXPECT_QUIET(30);
+}
+
+int main(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+
+	sr_test_timeout(60);
+	setenv("SOFTRDMA_MAX_INFLIGHT", "32", 1);
+	setenv("SOFTRDMA_RTO_MIN_US", "1000000", 1);	/* no fast retransmission while we wait */
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &lb, LEN, VU_ACCESS_ALL) == 0);
+	REQUIRE(rp_open(&rp, &dev.gid) == 0);
+	vu_fill(remote, LEN, 11);
+	cq = ibv_create_cq(dev.ctx, 16, NULL, NULL, 0);
+	REQUIRE(cq);
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.mtu = IBV_MTU_1024;
+	c.sq_psn = PSN0;
+	qp = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(qp);
+	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+
+	printf("a READ of 101 packets through a window of 32\n");
+	run(false);
+	printf("... with a response lost in the second piece\n");
+	run(true);
+
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	rp_close(&rp);
+	vu_buf_free(&lb);
+	vu_close(&dev);
+	return sr_test_done("test_read_pieces");
+}
