@@ -81,6 +81,7 @@ struct sr_nic {
 	__be64 guid;
 	unsigned ifmtu;			/* interface MTU */
 	enum ibv_mtu active_mtu;
+	uint32_t seg_max;		/* large segments offered to softrdma peers (0: none) */
 	int fd;				/* the UDP socket */
 	int epfd, evfd;			/* progress thread: epoll set, wake-up eventfd */
 	pthread_t thread;
@@ -404,7 +405,8 @@ struct sr_qp {
 	bool sig_all;
 	struct ibv_qp_attr attr;	/* as last modified: what ibv_query_qp reports */
 	struct sr_addr peer;		/* RC/UC: the destination from attr.ah_attr */
-	uint32_t mtu;			/* path MTU in bytes */
+	uint32_t mtu;			/* path MTU in bytes (or the agreed large segment) */
+	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;

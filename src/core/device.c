@@ -187,6 +187,22 @@ static enum ibv_mtu mtu_enum_for(unsigned ifmtu)
 	return m;
 }
 
+/*
+ * Large segments (docs/architecture.md): the payload of one packet between two softrdma peers
+ * that agreed on it when rdma_cm connected them, instead of the IB path MTU's 4096 bytes. A
+ * multiple of 4096 that fits the interface MTU with the same 80 bytes of headers; loopback
+ * (MTU 65536) gives 61440. Below 8192 there is nothing to gain: none is offered.
+ */
+static uint32_t seg_for(unsigned ifmtu)
+{
+	long room = (long)ifmtu - 80, cap = sr_params()->seg_max;
+
+	if (cap < room)
+		room = cap;
+	room -= room % 4096;
+	return room >= 8192 && (sr_params()->mtu == 0 || sr_params()->mtu >= 4096) ? (uint32_t)room : 0;
+}
+
 static int nic_choose_addr(struct sr_nic *nic)
 {
 	struct sr_device *d = nic->dev;
@@ -220,6 +236,7 @@ static int nic_choose_addr(struct sr_nic *nic)
 	}
 	nic->ifmtu = if_mtu(ifname);
 	nic->active_mtu = mtu_enum_for(nic->ifmtu);
+	nic->seg_max = seg_for(nic->ifmtu);
 	nic->addr.port = d->index == 0 ? (uint16_t)p->port : SR_ROCEV2_UDP_PORT;
 	return 0;
 }
@@ -514,8 +531,8 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 		ret = -ret;
 		goto fail;
 	}
-	sr_info("%s: up at %s, MTU %u (RoCE %u)", d->ibdev.name, ident, nic->ifmtu,
-		sr_mtu_bytes(nic->active_mtu));
+	sr_info("%s: up at %s, MTU %u (RoCE %u, segments of %u to softrdma peers)", d->ibdev.name,
+		ident, nic->ifmtu, sr_mtu_bytes(nic->active_mtu), nic->seg_max);
 	*out = nic;
 	return 0;
 fail:

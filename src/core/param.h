@@ -22,6 +22,7 @@
 	X(pin, BOOL, 0, "lock registered memory (mlock); then RLIMIT_MEMLOCK applies and reg_mr may fail with ENOMEM") \
 	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
+	X(seg_max, INT, 65536, "largest payload of one packet on a connection rdma_cm makes between two softrdma peers that both offer it (bounded by the interface MTU, a multiple of 4096; below 8192: the IB path MTU only)") \
 	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
 	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
 	X(retry_backoff, BOOL, 1, "double the local ACK timeout after each timeout without progress (at most 2 s): a peer starved of CPU is not a dead peer") \

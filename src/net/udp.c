@@ -383,7 +383,8 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 		const struct iovec *pay, int npay, uint32_t paylen)
 {
 	struct iovec iov[SR_MAX_SGE + 4];
-	uint8_t tail[8] = { 0 }, snap[4096];	/* the largest path MTU */
+	uint8_t tail[8] = { 0 };
+	static __thread uint8_t snap[65536];	/* the largest UDP payload */
 	unsigned pad = (-paylen) & 3;
 	size_t len = hlen + paylen + pad + 4;
 	struct sockaddr_storage ss;
