@@ -97,6 +97,7 @@ struct sr_nic {
 
 	pthread_mutex_t rx_lock;	/* one receiver at a time: thread or polling application */
 	_Atomic uint64_t app_poll_ns;	/* when an application last polled for packets (0: never) */
+	_Atomic uint64_t rx_empty_ns;	/* when an application's drain last found nothing */
 	struct sr_rxring *rx;
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
 

@@ -339,16 +339,29 @@ static int nic_run_timers(struct sr_nic *nic)
 /* ---- receive ----------------------------------------------------------------------------- */
 #define SR_APP_GRACE_NS 20000ull
 
+/*
+ * An application that polls an empty CQ drains the socket. One that polls between pieces of
+ * other work (QEMU polls both CQs after each page it migrates: half a million polls per GiB)
+ * would pay a recvmmsg for nearly every poll; after a drain that found nothing, the next one
+ * waits poll_rx_gap_ns (the progress thread still takes what arrives if the application
+ * stops polling).
+ */
 int sr_nic_poll(struct sr_nic *nic)
 {
+	uint64_t now = sr_now_ns();
 	int n;
 
-	atomic_store_explicit(&nic->app_poll_ns, sr_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&nic->app_poll_ns, now, memory_order_relaxed);
+	if (now - atomic_load_explicit(&nic->rx_empty_ns, memory_order_relaxed) <
+	    (uint64_t)sr_params()->poll_rx_gap_ns)
+		return 0;
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return 0;
 	n = sr_net_rx(nic);
 	if (n > 0)
 		sr_resp_flush_acks(nic);
+	else
+		atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
 	pthread_mutex_unlock(&nic->rx_lock);
 	return n;
 }

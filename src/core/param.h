@@ -31,6 +31,7 @@
 	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
+	X(poll_rx_gap_ns, INT, 2000, "after an application's drain of the socket found nothing, its next drain waits this long, ns (an application that polls between other work does not pay a syscall per poll)") \
 	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \
 	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \
 	X(sndbuf, INT, 4194304, "UDP socket send buffer size requested, bytes") \
