@@ -13,7 +13,8 @@ CTEST_ARGS ?=
 # Debian packages the build and the suite need. Why each one is here: see README.md.
 DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            ibverbs-utils rdmacm-utils perftest tshark iproute2 python3 \
-           netcat-openbsd netcat-traditional
+           netcat-openbsd netcat-traditional \
+           qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev
 
 .PHONY: all deps build build-san demo check test clean
 

@@ -560,6 +560,12 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	}
 	id->my_psn = rand32() & 0xffffff;
 	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
+	/* Large segments: the smaller of the two offers, when both made one (docs/cm.md). */
+	if (id->seg > id->dev->seg)
+		id->seg = id->dev->seg;
+	if (!cid->qp || cid->qp->qp_type != IBV_QPT_RC || id->path_mtu != IBV_MTU_4096 ||
+	    id->seg < 8192)
+		id->seg = 0;
 	ret = cid->qp ? cm_qp_to_rtr_rts(id, true) : 0;
 	if (ret) {
 		pthread_mutex_unlock(&cm.lock);
@@ -574,6 +580,7 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	m.qpn = id->my_qpn;
 	m.psn = id->my_psn;
 	m.mtu = (uint8_t)id->path_mtu;
+	m.seg4k = (uint8_t)(id->seg / 4096);
 	/* Swapped to the requester's point of view. */
 	m.responder_resources = id->responder_resources;
 	m.initiator_depth = id->initiator_depth;
@@ -681,6 +688,11 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	m.psn = id->my_psn;
 	m.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;
 	m.mtu = (uint8_t)id->path_mtu;
+	/* Large segments are offered for an RC QP the CM drives itself (it then sets them before
+	 * RTR); an application that moves its own QP gets the path MTU. */
+	id->seg = cid->qp && cid->qp->qp_type == IBV_QPT_RC && id->path_mtu == IBV_MTU_4096
+		? id->dev->seg : 0;
+	m.seg4k = (uint8_t)(id->seg / 4096 > 255 ? 255 : id->seg / 4096);
 	m.responder_resources = id->responder_resources;
 	m.initiator_depth = id->initiator_depth;
 	m.retry_count = id->retry_count;

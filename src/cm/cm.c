@@ -457,6 +457,7 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 	c->peer_qpn = m->qpn;
 	c->peer_psn = m->psn;
 	c->path_mtu = c->dev && c->dev->mtu < m->mtu ? c->dev->mtu : (enum ibv_mtu)m->mtu;
+	c->seg = m->seg4k * 4096u;	/* the requester's offer; rdma_accept settles it */
 	c->responder_resources = m->initiator_depth;
 	c->initiator_depth = m->responder_resources;
 	c->retry_count = m->retry_count;
@@ -502,6 +503,14 @@ static void on_rep(struct cm_id *id, const struct cm_msg *m)
 	id->peer_psn = m->psn;
 	if (m->mtu < id->path_mtu)
 		id->path_mtu = (enum ibv_mtu)m->mtu;
+	/* The segment both sides use: never more than we offered (a REP that says more is
+	 * ignored on that point; the responder then drops the peer's longer packets). */
+	if (m->seg4k * 4096u > id->seg) {
+		cm_count("cm_drop_malformed");
+		id->seg = 0;
+	} else {
+		id->seg = m->seg4k * 4096u;
+	}
 	/* Our initiator depth is bounded by what the responder offers, and the reverse. */
 	if (m->responder_resources < id->initiator_depth)
 		id->initiator_depth = m->responder_resources;

@@ -34,6 +34,7 @@ struct cm_dev {
 	struct sockaddr_storage ip;	/* the device's IP address (from its GID), port 0 */
 	union ibv_gid gid;
 	enum ibv_mtu mtu;
+	uint32_t seg;			/* large segment the NIC offers a softrdma peer (0: none) */
 	bool loopback;			/* its address is in 127.0.0.0/8 or ::1 */
 	struct ibv_pd *pd;		/* default PD for rdma_create_qp(id, NULL, ...) */
 };
@@ -100,6 +101,7 @@ struct cm_id {
 	union ibv_gid peer_gid;
 	uint32_t peer_qpn, peer_psn, my_psn, my_qpn;
 	enum ibv_mtu path_mtu;
+	uint32_t seg;				/* large segment: offered (REQ), agreed (REP); 0: none */
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
 	uint8_t flow_control, srq;
 	uint32_t qkey;				/* UD */

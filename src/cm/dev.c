@@ -91,6 +91,8 @@ static void gid_to_ip(const union ibv_gid *g, struct sockaddr_storage *ss)
 	}
 }
 
+uint32_t sr_priv_seg_offer(struct ibv_context *ctx) __attribute__((weak));
+
 int cm_devices_init(void)
 {
 	struct ibv_device **list;
@@ -119,6 +121,7 @@ int cm_devices_init(void)
 		}
 		gid_to_ip(&d->gid, &d->ip);
 		d->mtu = pa.active_mtu;
+		d->seg = sr_priv_seg_offer ? sr_priv_seg_offer(d->ctx) : 0;
 		d->loopback = is_loopback((struct sockaddr *)&d->ip);
 		cm_ndevs++;
 	}

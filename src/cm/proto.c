@@ -97,6 +97,7 @@ int cm_msg_encode(const struct cm_msg *m, uint8_t *buf, size_t len)
 		put32(b + 36, m->ece_vendor);
 		put32(b + 40, m->ece_options);
 		b[44] = m->status;
+		b[45] = m->seg4k;
 	} else if (blen == BODY_REJ) {
 		put16(b, m->reason);
 	}
@@ -143,6 +144,7 @@ int cm_msg_decode(struct cm_msg *m, const uint8_t *buf, size_t len)
 		m->ece_vendor = get32(b + 36);
 		m->ece_options = get32(b + 40);
 		m->status = b[44];
+		m->seg4k = b[45];
 		if (m->mtu < IBV_MTU_256 || m->mtu > IBV_MTU_4096)
 			return -EBADMSG;
 	} else if (blen == BODY_REJ) {

@@ -22,7 +22,10 @@
  *
  * Body of REQ, REP, SIDR REQ, SIDR REP (48 bytes): GID (16), be32 QPN, be32 start PSN, be32
  * Q_Key, then one byte each: MTU, responder resources, initiator depth, retry count, RNR retry
- * count, flow control, SRQ, QP type; be32 ECE vendor, be32 ECE options, u8 status, 3 reserved.
+ * count, flow control, SRQ, QP type; be32 ECE vendor, be32 ECE options, u8 status, u8 large
+ * segment (in 4 KiB units: in a REQ what the requester offers, in a REP what both will use; 0:
+ * none, the IB path MTU only), 2 reserved. (A peer that sends the byte as reserved, zero, gets
+ * the path MTU.)
  * Body of REJ (4 bytes): be16 reason, 2 reserved. Other types have no body.
  *
  * Reserved fields are sent as zero and ignored on receipt; a receiver drops (and counts) a
@@ -75,6 +78,7 @@ struct cm_msg {
 	uint8_t mtu;			/* enum ibv_mtu: the sender's port MTU */
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
 	uint8_t flow_control, srq, qp_type, status;
+	uint8_t seg4k;			/* large segment, 4 KiB units (0: none) */
 	uint16_t reason;		/* REJ */
 	uint32_t ece_vendor, ece_options;
 	uint8_t pdata_len;

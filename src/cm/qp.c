@@ -13,6 +13,8 @@
  * RDMA_OPTION_ID_ACK_TIMEOUT. */
 #define CM_DEFAULT_TIMEOUT 14
 
+int sr_priv_qp_set_seg(struct ibv_qp *qp, uint32_t bytes) __attribute__((weak));
+
 int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask)
 {
 	bool ud = id->id.qp_type == IBV_QPT_UD || id->id.ps == RDMA_PS_UDP;
@@ -116,6 +118,9 @@ int cm_qp_to_rtr_rts(struct cm_id *id, bool rts)
 
 	if (!id->id.qp || id->id.qp->qp_type == IBV_QPT_UD)
 		return 0;
+	/* The large segment agreed with the peer, if any: the QP uses it from RTR on. */
+	if (sr_priv_qp_set_seg && id->id.qp->qp_type == IBV_QPT_RC)
+		sr_priv_qp_set_seg(id->id.qp, id->seg);
 	ret = modify(id, IBV_QPS_RTR);
 	if (!ret && rts)
 		ret = modify(id, IBV_QPS_RTS);

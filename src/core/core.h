@@ -85,6 +85,7 @@ struct sr_nic {
 	__be64 guid;
 	unsigned ifmtu;			/* interface MTU */
 	enum ibv_mtu active_mtu;
+	uint32_t seg_max;		/* large segments offered to softrdma peers (0: none) */
 	int fd;				/* the UDP socket */
 	int epfd, evfd;			/* progress thread: epoll set, wake-up eventfd */
 	pthread_t thread;
@@ -103,6 +104,7 @@ struct sr_nic {
 	_Atomic int cq_backlog;		/* CQs holding SR_CQ_BACKLOG+ completions nobody polled yet */
 	_Atomic bool backlog_off;	/* a backlog outlasted the pause: no pause until one is polled */
 	_Atomic bool rx_paused;		/* the progress thread leaves the socket to the application */
+	_Atomic uint64_t rx_empty_ns;	/* when an application's drain last found nothing */
 	struct sr_rxring *rx;
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
 
@@ -627,7 +629,8 @@ struct sr_qp {
 	bool sig_all;
 	struct ibv_qp_attr attr;	/* as last modified: what ibv_query_qp reports */
 	struct sr_addr peer;		/* RC/UC: the destination from attr.ah_attr */
-	uint32_t mtu;			/* path MTU in bytes */
+	uint32_t mtu;			/* path MTU in bytes (or the agreed large segment) */
+	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;

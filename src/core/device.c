@@ -188,6 +188,22 @@ static enum ibv_mtu mtu_enum_for(unsigned ifmtu)
 	return m;
 }
 
+/*
+ * Large segments (docs/architecture.md): the payload of one packet between two softrdma peers
+ * that agreed on it when rdma_cm connected them, instead of the IB path MTU's 4096 bytes. A
+ * multiple of 4096 that fits the interface MTU with the same 80 bytes of headers; loopback
+ * (MTU 65536) gives 61440. Below 8192 there is nothing to gain: none is offered.
+ */
+static uint32_t seg_for(unsigned ifmtu)
+{
+	long room = (long)ifmtu - 80, cap = sr_params()->seg_max;
+
+	if (cap < room)
+		room = cap;
+	room -= room % 4096;
+	return room >= 8192 && (sr_params()->mtu == 0 || sr_params()->mtu >= 4096) ? (uint32_t)room : 0;
+}
+
 static int nic_choose_addr(struct sr_nic *nic)
 {
 	struct sr_device *d = nic->dev;
@@ -221,6 +237,7 @@ static int nic_choose_addr(struct sr_nic *nic)
 	}
 	nic->ifmtu = if_mtu(ifname);
 	nic->active_mtu = mtu_enum_for(nic->ifmtu);
+	nic->seg_max = seg_for(nic->ifmtu);
 	nic->addr.port = d->index == 0 ? (uint16_t)p->port : SR_ROCEV2_UDP_PORT;
 	return 0;
 }
@@ -323,16 +340,29 @@ static int nic_run_timers(struct sr_nic *nic)
 /* ---- receive ----------------------------------------------------------------------------- */
 #define SR_APP_GRACE_NS 20000ull
 
+/*
+ * An application that polls an empty CQ drains the socket. One that polls between pieces of
+ * other work (QEMU polls both CQs after each page it migrates: half a million polls per GiB)
+ * would pay a recvmmsg for nearly every poll; after a drain that found nothing, the next one
+ * waits poll_rx_gap_ns (the progress thread still takes what arrives if the application
+ * stops polling).
+ */
 int sr_nic_poll(struct sr_nic *nic)
 {
+	uint64_t now = sr_now_ns();
 	int n;
 
-	atomic_store_explicit(&nic->app_poll_ns, sr_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&nic->app_poll_ns, now, memory_order_relaxed);
+	if (now - atomic_load_explicit(&nic->rx_empty_ns, memory_order_relaxed) <
+	    (uint64_t)sr_params()->poll_rx_gap_ns)
+		return 0;
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return 0;
 	n = sr_net_rx(nic);
 	if (n > 0)
 		sr_resp_flush_acks(nic);
+	else
+		atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
 	pthread_mutex_unlock(&nic->rx_lock);
 	return n;
 }
@@ -572,8 +602,8 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 		ret = -ret;
 		goto fail;
 	}
-	sr_info("%s: up at %s, MTU %u (RoCE %u)", d->ibdev.name, ident, nic->ifmtu,
-		sr_mtu_bytes(nic->active_mtu));
+	sr_info("%s: up at %s, MTU %u (RoCE %u, segments of %u to softrdma peers)", d->ibdev.name,
+		ident, nic->ifmtu, sr_mtu_bytes(nic->active_mtu), nic->seg_max);
 	*out = nic;
 	return 0;
 fail:

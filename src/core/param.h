@@ -17,11 +17,12 @@
 	X(addr, STR, "", "bind the (first) device to this IP address instead of an interface's (IPv4 or IPv6)") \
 	X(port, INT, 4791, "UDP port of the (first) device; when busy, another port is picked and encoded in the GID") \
 	X(mtu, INT, 0, "largest RoCE path MTU the port offers (256..4096); 0: derived from the interface MTU") \
-	X(fault, STR, "", "transmit fault injection, e.g. drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=1") \
+	X(fault, STR, "", "transmit fault injection, e.g. drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=1; after=N spares the first N packets") \
 	X(pcap, STR, "", "write every packet sent and received, with IP/UDP headers, to this pcap file (%p: pid)") \
 	X(pin, BOOL, 0, "lock registered memory (mlock); then RLIMIT_MEMLOCK applies and reg_mr may fail with ENOMEM") \
 	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
+	X(seg_max, INT, 65536, "largest payload of one packet on a connection rdma_cm makes between two softrdma peers that both offer it (bounded by the interface MTU, a multiple of 4096; below 8192: the IB path MTU only)") \
 	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
 	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
 	X(retry_backoff, BOOL, 1, "double the local ACK timeout after each timeout without progress (at most 2 s): a peer starved of CPU is not a dead peer") \
@@ -31,6 +32,7 @@
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
 	X(backlog_pause_us, INT, 30000, "progress thread pauses up to this long while a polled CQ holds 32+ completions its application has not taken (0: never)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
+	X(poll_rx_gap_ns, INT, 2000, "after an application's drain of the socket found nothing, its next drain waits this long, ns (an application that polls between other work does not pay a syscall per poll)") \
 	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \
 	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \
 	X(sndbuf, INT, 4194304, "UDP socket send buffer size requested, bytes") \

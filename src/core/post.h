@@ -32,6 +32,9 @@ int sr_qp_create_ex(struct sr_pd *pd, struct sr_xrcd *xrcd, struct ibv_qp_init_a
 int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask);
 int sr_qp_query(struct sr_qp *qp, struct ibv_qp_attr *a, struct ibv_qp_init_attr *ia);
 int sr_qp_destroy(struct sr_qp *qp);
+/* The large segment agreed with a softrdma peer (0: none), for the next move to RTR with path
+ * MTU 4096; -EINVAL if not a multiple of 4096 the NIC offers, or not an RC QP before RTR. */
+int sr_qp_set_seg(struct sr_qp *qp, uint32_t bytes);
 
 /* mr.c */
 uint8_t sr_random8(void);

@@ -607,6 +607,21 @@ static uint64_t timeout_ns(uint8_t t)
 	return ns < 1000000 ? 1000000 : ns;	/* at least 1 ms: a timer is a lower bound */
 }
 
+int sr_qp_set_seg(struct sr_qp *qp, uint32_t bytes)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (bytes && (bytes % 4096 || bytes > qp->nic->seg_max))
+		ret = -EINVAL;
+	else if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT))
+		ret = -EINVAL;
+	else
+		qp->seg = bytes;
+	pthread_mutex_unlock(&qp->lock);
+	return ret;
+}
+
 int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	enum ibv_qp_state cur, next;
@@ -673,6 +688,8 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (mask & IBV_QP_PATH_MTU) {
 		qp->attr.path_mtu = a->path_mtu;
 		qp->mtu = sr_mtu_bytes(a->path_mtu);
+		if (a->path_mtu == IBV_MTU_4096 && qp->seg)
+			qp->mtu = qp->seg;
 	}
 	if (mask & IBV_QP_TIMEOUT) {
 		qp->attr.timeout = a->timeout;
@@ -719,6 +736,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 		case IBV_QPS_RESET:
 			set_state(qp, next);
 			sr_transport_reset(qp);
+			qp->seg = 0;
 			break;
 		case IBV_QPS_RTR:
 			if (qp->type == IBV_QPT_UD)

@@ -59,6 +59,12 @@ struct sr_fault *sr_fault_parse(const char *spec, int *err)
 			seeded = true;
 			continue;
 		}
+		if (!strcmp(tok, "after")) {
+			if (v < 0)
+				goto bad;
+			f->after = (uint64_t)v;
+			continue;
+		}
 		if (v < 0 || v > 1)
 			goto bad;
 		if (!strcmp(tok, "drop"))
@@ -99,6 +105,10 @@ void sr_fault_free(struct sr_fault *f)
 
 enum sr_fault_act sr_fault_decide(struct sr_fault *f)
 {
+	if (f->sent < f->after) {
+		f->sent++;
+		return SR_FAULT_PASS;
+	}
 	if (f->drop > 0 && unit(f) < f->drop)
 		return SR_FAULT_DROP;
 	if (f->dup > 0 && unit(f) < f->dup)

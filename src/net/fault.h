@@ -4,7 +4,8 @@
  *   SOFTRDMA_FAULT="drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=42"
  * Each is a per-packet probability, decided in that order. "reorder" holds a packet back and
  * sends it after the next one (or after 1 ms if no other packet comes); "corrupt" flips one bit
- * of the packet (the receiver's ICRC check must catch it).
+ * of the packet (the receiver's ICRC check must catch it). "after=N" lets the first N packets
+ * through untouched: "drop=1,after=20000" is a link that dies in the middle of a transfer.
  */
 #ifndef SR_NET_FAULT_H
 #define SR_NET_FAULT_H
@@ -19,6 +20,7 @@ enum sr_fault_act { SR_FAULT_PASS, SR_FAULT_DROP, SR_FAULT_DUP, SR_FAULT_REORDER
 
 struct sr_fault {
 	double drop, dup, reorder, corrupt;
+	uint64_t after, sent;		/* faults start after `after` packets */
 	uint64_t rng;
 	pthread_mutex_t lock;		/* the RNG and the held packet */
 	uint8_t *held;			/* a packet waiting to be sent late (reorder) */

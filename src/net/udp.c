@@ -385,6 +385,7 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 {
 	struct iovec iov[SR_MAX_SGE + 4];
 	uint8_t tail[8] = { 0 };
+	static __thread uint8_t snap[65536];	/* the largest UDP payload */
 	unsigned pad = (-paylen) & 3;
 	size_t len = hlen + paylen + pad + 4;
 	struct sockaddr_storage ss;
@@ -401,11 +402,30 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	sr_icrc_update(&c, (uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
 	iov[n].iov_base = hdr;
 	iov[n++].iov_len = hlen;
-	for (int i = 0; i < npay; i++) {
-		if (!pay[i].iov_len)
-			continue;
-		sr_icrc_update(&c, pay[i].iov_base, pay[i].iov_len);
-		iov[n++] = pay[i];
+	if (paylen <= sizeof(snap)) {
+		/* Snapshot the payload, then checksum and send the snapshot: the application may be
+		 * writing the memory right now (QEMU migrates the RAM of a running guest), and a
+		 * checksum over one read sent with the bytes of another would be a packet the peer
+		 * drops as corrupt -- over and over, for a page that is rewritten all the time.
+		 * A NIC reads the memory once too; what it sends is whatever that read saw. */
+		uint8_t *p = snap;
+
+		for (int i = 0; i < npay; i++) {
+			memcpy(p, pay[i].iov_base, pay[i].iov_len);
+			p += pay[i].iov_len;
+		}
+		sr_icrc_update(&c, snap, paylen);
+		if (paylen) {
+			iov[n].iov_base = snap;
+			iov[n++].iov_len = paylen;
+		}
+	} else {
+		for (int i = 0; i < npay; i++) {
+			if (!pay[i].iov_len)
+				continue;
+			sr_icrc_update(&c, pay[i].iov_base, pay[i].iov_len);
+			iov[n++] = pay[i];
+		}
 	}
 	sr_icrc_update(&c, tail, pad);
 	sr_st_le32(tail + pad, sr_icrc_final(&c));

@@ -4,6 +4,7 @@
  * applications, and librdmacm reaches them through weak references so it does not depend on
  * them.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "verbs/verbs.h"
@@ -20,4 +21,18 @@ void sr_priv_stat_add(struct ibv_context *ctx, const char *name, uint64_t n)
 			return;
 		}
 	}
+}
+
+/* The largest packet payload this context's NIC offers a softrdma peer (0: none). */
+uint32_t sr_priv_seg_offer(struct ibv_context *ctx);
+uint32_t sr_priv_seg_offer(struct ibv_context *ctx)
+{
+	return ctx ? sr_ctx(ctx)->nic->seg_max : 0;
+}
+
+/* The large segment agreed with the peer for an RC QP not yet in RTR; 0 or -errno. */
+int sr_priv_qp_set_seg(struct ibv_qp *qp, uint32_t bytes);
+int sr_priv_qp_set_seg(struct ibv_qp *qp, uint32_t bytes)
+{
+	return qp ? sr_qp_set_seg(sr_qp(qp), bytes) : -EINVAL;
 }
