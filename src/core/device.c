@@ -430,6 +430,33 @@ static bool backlog_pending(struct sr_nic *nic)
 	       !atomic_load(&nic->backlog_off);
 }
 
+/*
+ * Busy-poll mode (busy_poll_us > 0, opt-in): after a batch, keep receiving until the socket has
+ * been empty for busy_poll_us, so the next packet is taken without a wake-up. At most 10 ms in
+ * one go, so timers still run and the thread re-arms. rx_lock held. On a 2-core machine with
+ * two spinning applications this adds two more spinning threads: see docs/params.md.
+ */
+static void busy_poll(struct sr_nic *nic)
+{
+	long us = sr_params()->busy_poll_us;
+	uint64_t now, idle_end, hard_end;
+
+	if (us <= 0)
+		return;
+	now = sr_now_ns();
+	idle_end = now + (uint64_t)us * 1000;
+	hard_end = now + 10 * 1000000ull;
+	while (!atomic_load(&nic->stop) && !backlog_pending(nic)) {
+		now = sr_now_ns();
+		if (now >= idle_end || now >= hard_end)
+			break;
+		if (sr_net_rx(nic) > 0) {
+			sr_resp_flush_acks(nic);
+			idle_end = sr_now_ns() + (uint64_t)us * 1000;
+		}
+	}
+}
+
 static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
@@ -505,6 +532,7 @@ static void *nic_thread(void *arg)
 							break;
 						}
 					}
+					busy_poll(nic);
 					pthread_mutex_unlock(&nic->rx_lock);
 				}
 				rx_arm(nic);

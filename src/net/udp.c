@@ -223,8 +223,17 @@ fail:
 	return ret;
 }
 
+static void release_held(struct sr_nic *nic, struct sr_fault *f);
+
 void sr_net_close(struct sr_nic *nic)
 {
+	/* A packet reorder injection still holds goes out now: the process may be exiting right
+	 * after its last send (a UC/UD sender has its completion already), and the peer waits. */
+	if (nic->fault && nic->fd >= 0) {
+		pthread_mutex_lock(&nic->fault->lock);
+		release_held(nic, nic->fault);
+		pthread_mutex_unlock(&nic->fault->lock);
+	}
 	if (nic->fd >= 0)
 		close(nic->fd);
 	nic->fd = -1;
