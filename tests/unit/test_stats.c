@@ -276,7 +276,7 @@ static void test_names(void)
 	}
 	CHECK(!strcmp(sr_stat_name[SR_STAT_tx_packets], "tx_packets"));
 	CHECK(!strcmp(sr_stat_name[SR_STAT_async_events], "async_events"));
-	CHECK(!strcmp(sr_stat_name[SR_STAT_MAX - 1], "cm_timeouts"));
+	CHECK(!strcmp(sr_stat_name[SR_STAT_MAX - 1], "cm_req_held"));
 }
 
 int main(void)
