@@ -174,6 +174,7 @@ int main(void)
 	vu_conn_cfg_default(&c);
 	c.mtu = IBV_MTU_1024;
 	c.sq_psn = PSN0;
+	c.timeout = 20;		/* 4.3 s: no timeout retry while this test takes its time */
 	qp = vu_qp_create(&dev, cq, cq, &q);
 	REQUIRE(qp);
 	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
