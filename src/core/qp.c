@@ -212,7 +212,13 @@ static int sq_init(struct sr_sq *sq, const struct ibv_qp_cap *cap)
 	sq->mask = n - 1;
 	sq->max_wr = cap->max_send_wr;
 	sq->max_sge = cap->max_send_sge ? cap->max_send_sge : 1;
+	/* As rxe: a send WQE has room for its SGEs anyway, so inline data up to their size is
+	 * always accepted (rdma_xclient posts 16 bytes inline on a QP that asked for none). */
 	sq->max_inline = cap->max_inline_data;
+	if (sq->max_inline < sq->max_sge * sizeof(struct ibv_sge))
+		sq->max_inline = sq->max_sge * (uint32_t)sizeof(struct ibv_sge);
+	if (sq->max_inline > SR_MAX_INLINE)
+		sq->max_inline = SR_MAX_INLINE;	/* (a request above it was refused before) */
 	sq->wqe = calloc(n, sizeof(*sq->wqe));
 	sq->sges = calloc((size_t)n * sq->max_sge, sizeof(*sq->sges));
 	sq->inline_buf = sq->max_inline ? malloc((size_t)n * sq->max_inline) : NULL;
@@ -335,6 +341,7 @@ int sr_qp_create_ex(struct sr_pd *pd, struct sr_xrcd *xrcd, struct ibv_qp_init_a
 
 	/* What ibv_create_qp(3) reports back: what we really have. */
 	cap->max_send_sge = qp->sq.max_sge;
+	cap->max_inline_data = qp->sq.max_inline;
 	if (xrecv) {
 		memset(cap, 0, sizeof(*cap));
 	} else if (!ia->srq) {
