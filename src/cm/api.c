@@ -98,9 +98,18 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return c ? &c->ch : NULL;
 }
 
+/*
+ * Destroyed channels are kept (their events freed), never returned to malloc: programs such as
+ * rping destroy the channel while their own CM thread may still be about to call
+ * rdma_get_cm_event on it. That call then fails with EBADF instead of reading freed memory.
+ * A channel is a few dozen bytes and programs make few of them.
+ */
+static struct cm_channel *chan_graveyard;
+
 CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cm_channel *c = (struct cm_channel *)channel;
+	int fd;
 
 	pthread_mutex_lock(&cm.lock);
 	while (c->head) {
@@ -109,9 +118,14 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		c->head = e->next;
 		free(e);
 	}
+	c->tail = NULL;
+	c->destroyed = true;
+	fd = c->ch.fd;
+	c->ch.fd = -1;
+	c->grave_next = chan_graveyard;
+	chan_graveyard = c;
 	pthread_mutex_unlock(&cm.lock);
-	close(c->ch.fd);
-	free(c);
+	close(fd);
 }
 
 CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
@@ -122,6 +136,10 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 		struct cm_event *e;
 
 		pthread_mutex_lock(&cm.lock);
+		if (c->destroyed) {
+			pthread_mutex_unlock(&cm.lock);
+			return fail(EBADF);
+		}
 		e = c->head;
 		if (e) {
 			c->head = e->next;

@@ -60,6 +60,8 @@ struct cm_channel {
 	struct rdma_event_channel ch;		/* fd: an eventfd in semaphore mode */
 	struct cm_event *head, *tail;		/* queued, not yet delivered */
 	bool sync;				/* private channel of a synchronous id */
+	bool destroyed;				/* rdma_destroy_event_channel was called */
+	struct cm_channel *grave_next;		/* kept after destruction (see api.c) */
 };
 
 void cm_chan_push(struct cm_channel *ch, struct cm_event *e);	/* cm.lock held */
