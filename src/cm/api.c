@@ -101,7 +101,8 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 /*
  * Destroyed channels are kept (their events freed), never returned to malloc: programs such as
  * rping destroy the channel while their own CM thread may still be about to call
- * rdma_get_cm_event on it. That call then fails with EBADF instead of reading freed memory.
+ * rdma_get_cm_event on it. That call then waits for good, as a read() already blocked on
+ * rdma-core's closed channel fd does, instead of reading freed memory.
  * A channel is a few dozen bytes and programs make few of them.
  */
 static struct cm_channel *chan_graveyard;
@@ -137,8 +138,11 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 
 		pthread_mutex_lock(&cm.lock);
 		if (c->destroyed) {
+			/* As a read() already waiting on rdma-core's channel fd when it is closed:
+			 * the caller waits for good (its process is tearing the channel down). */
 			pthread_mutex_unlock(&cm.lock);
-			return fail(EBADF);
+			for (;;)
+				poll(NULL, 0, -1);
 		}
 		e = c->head;
 		if (e) {
