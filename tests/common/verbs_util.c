@@ -747,3 +747,21 @@ int64_t vu_stat(const char *name)
 {
 	return vu_stat_pid(0, name);
 }
+
+struct ibv_wc vu_expect_wc(struct ibv_cq *cq, uint64_t wr_id, int status, int opcode,
+			   int timeout_ms, int line)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	if (!vu_wait(cq, &wc, timeout_ms)) {
+		SR_FAIL("line %d: no completion for wr_id %llu", line, (unsigned long long)wr_id);
+		wc.status = IBV_WC_GENERAL_ERR;
+		return wc;
+	}
+	if ((int)wc.status != status || wc.wr_id != wr_id ||
+	    (status == IBV_WC_SUCCESS && opcode >= 0 && (int)wc.opcode != opcode))
+		SR_FAIL("line %d: expected wr_id %llu status %d opcode %d, got %s", line,
+			(unsigned long long)wr_id, status, opcode, vu_wc_str(&wc));
+	return wc;
+}

@@ -127,6 +127,10 @@ int vu_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, struct ibv_mr *mr, voi
 int vu_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeout_ms);
 /* One completion within timeout_ms: 1, or 0 on timeout. */
 int vu_wait(struct ibv_cq *cq, struct ibv_wc *wc, int timeout_ms);
+/* One completion within timeout_ms with this wr_id and status (and, when it succeeded and
+ * opcode >= 0, this opcode); otherwise a test failure naming the caller's line. */
+struct ibv_wc vu_expect_wc(struct ibv_cq *cq, uint64_t wr_id, int status, int opcode,
+			   int timeout_ms, int line);
 /* Polls cq for ms milliseconds (letting the engine make progress); returns completions seen,
  * stored in wc up to n. */
 int vu_drain(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms);

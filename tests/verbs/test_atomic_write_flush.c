@@ -47,23 +47,7 @@
 static struct vu_dev dev;
 static struct vu_buf lb, rb;
 
-#define WAIT_WC(cq, id, st, op) wait_wc(cq, id, st, op, __LINE__)
-static struct ibv_wc wait_wc(struct ibv_cq *cq, uint64_t wr_id, int status, int opcode, int line)
-{
-	struct ibv_wc wc;
-
-	memset(&wc, 0, sizeof(wc));
-	if (!vu_wait(cq, &wc, 10000)) {
-		SR_FAIL("line %d: no completion for wr_id %llu", line, (unsigned long long)wr_id);
-		wc.status = IBV_WC_GENERAL_ERR;
-		return wc;
-	}
-	if ((int)wc.status != status || wc.wr_id != wr_id ||
-	    (status == IBV_WC_SUCCESS && opcode >= 0 && (int)wc.opcode != opcode))
-		SR_FAIL("line %d: expected wr_id %llu status %d opcode %d, got %s", line,
-			(unsigned long long)wr_id, status, opcode, vu_wc_str(&wc));
-	return wc;
-}
+#define WAIT_WC(cq, id, st, op) vu_expect_wc(cq, id, st, op, 10000, __LINE__)
 
 static const uint64_t send_ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_WRITE |
 				 SOFTRDMA_QP_EX_WITH_FLUSH;

@@ -29,23 +29,7 @@
 static struct vu_dev dev;
 static struct vu_buf lb, rb;	/* rb: registered with MW_BIND and every right */
 
-#define WAIT_WC(cq, id, st, op) wait_wc(cq, id, st, op, __LINE__)
-static struct ibv_wc wait_wc(struct ibv_cq *cq, uint64_t wr_id, int status, int opcode, int line)
-{
-	struct ibv_wc wc;
-
-	memset(&wc, 0, sizeof(wc));
-	if (!vu_wait(cq, &wc, 5000)) {
-		SR_FAIL("line %d: no completion for wr_id %llu", line, (unsigned long long)wr_id);
-		wc.status = IBV_WC_GENERAL_ERR;
-		return wc;
-	}
-	if ((int)wc.status != status || wc.wr_id != wr_id ||
-	    (status == IBV_WC_SUCCESS && opcode >= 0 && (int)wc.opcode != opcode))
-		SR_FAIL("line %d: expected wr_id %llu status %d opcode %d, got %s", line,
-			(unsigned long long)wr_id, status, opcode, vu_wc_str(&wc));
-	return wc;
-}
+#define WAIT_WC(cq, id, st, op) vu_expect_wc(cq, id, st, op, 5000, __LINE__)
 
 static void make_pair(struct vu_pair *p, uint64_t send_ops)
 {
@@ -101,7 +85,7 @@ static void expect_refused(struct vu_pair *p, uint8_t *va, uint32_t rkey, int li
 	vu_fill(lb.p, 64, 99);
 	CHECK_EQ(vu_post_rdma(p->qp[0], 900, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 64, (uintptr_t)va,
 			      rkey, IBV_SEND_SIGNALED), 0);
-	wait_wc(p->scq[0], 900, IBV_WC_REM_ACCESS_ERR, -1, line);
+	vu_expect_wc(p->scq[0], 900, IBV_WC_REM_ACCESS_ERR, -1, 5000, line);
 	if (memcmp(before, va, sizeof(before)))
 		SR_FAIL("line %d: a refused WRITE changed the target", line);
 }
