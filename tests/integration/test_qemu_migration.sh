@@ -69,8 +69,17 @@ migrate() {
 	fi
 }
 
+# The non-root QEMUs must read the guest and softrdma's libraries, but the checkout may sit in
+# a directory only root can enter (a CI clone into `mktemp -d`): they get world-readable copies
+# in the run directory.
+NOBODY=$SR_TMP/nobody
+mkdir -p "$NOBODY/lib" && cp -a "$GUEST_DIR" "$NOBODY/guest" &&
+	cp -a "$SR_BUILD_DIR"/lib/lib*.so* "$NOBODY/lib/" && chmod -R a+rX "$NOBODY" ||
+	sr_fail "could not stage the guest and the libraries for the non-root run"
+
 migrate idle completed idle
-migrate dirty256-nobody completed dirty256 AS_USER=nobody MEMLOCK=$((8 << 20))
+migrate dirty256-nobody completed dirty256 AS_USER=nobody MEMLOCK=$((8 << 20)) \
+	GUEST_DIR="$NOBODY/guest" LD_LIBRARY_PATH="$NOBODY/lib"
 migrate dirty256-kill-dst failed dirty256 FAIL=kill-dst:200 EXPECT=fail
 
 sr_finish
