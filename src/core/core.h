@@ -116,6 +116,7 @@ struct sr_nic {
 	struct sr_qp **timer_qps;	/* QPs with an armed timer */
 	uint32_t ntimer, timer_cap;
 	_Atomic bool sleeping;		/* progress thread waits with no timeout */
+	struct sr_direct *direct;	/* same-host direct path (src/transport/direct.c) */
 };
 
 int sr_nic_get(struct sr_device *dev, struct sr_nic **out);
@@ -738,6 +739,23 @@ void sr_mcast_poll(struct sr_nic *nic, int fd);
 bool sr_gid_is_mcast(const union ibv_gid *gid);
 /* Releases a packet held back by fault injection; true while one is still held. */
 bool sr_net_tick(struct sr_nic *nic);
+
+/* ---- same-host direct path (src/transport/direct.c, docs/direct.md) ----------------------- */
+struct sr_direct;
+/* Exports this NIC's key and QP table (after sr_net_open: faults and pcap turn it off). */
+void sr_direct_open(struct sr_nic *nic);
+void sr_direct_close(struct sr_nic *nic);
+/* Key entries: publish and withdraw under nic->keys.lock; then, unlocked, wait until no peer
+ * copies through the withdrawn key any more. */
+void sr_direct_mr_publish(struct sr_mr *mr);
+void sr_direct_mr_withdraw(struct sr_mr *mr);
+void sr_direct_mr_wait(struct sr_mr *mr);
+/* The QP's entry, from its current state and attributes (qp lock held). */
+void sr_direct_qp_publish(struct sr_qp *qp);
+void sr_direct_qp_withdraw(struct sr_qp *qp);	/* before its index is freed */
+/* Executes WQE w (at req.idx, nothing outstanding before it) without a packet when the peer
+ * is a softrdma process on this host; false: send it as packets. */
+bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w);
 
 /* Path MTU enum <-> bytes. */
 static inline uint32_t sr_mtu_bytes(enum ibv_mtu m) { return 128u << m; }

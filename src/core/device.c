@@ -558,6 +558,7 @@ static void nic_destroy(struct sr_nic *nic)
 		sr_nic_kick(nic);
 		pthread_join(nic->thread, NULL);
 	}
+	sr_direct_close(nic);
 	sr_net_close(nic);
 	if (nic->epfd >= 0)
 		close(nic->epfd);
@@ -602,6 +603,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	if (ret)
 		goto fail;
 	sr_gid_from_addr(&nic->gid, &nic->addr);
+	sr_direct_open(nic);
 	/* Node GUID: 0x02 (locally administered) + "SR" + port + the low IP bytes. */
 	{
 		uint8_t g[8] = { 0x02, 'S', 'R', (uint8_t)(nic->addr.port >> 8),

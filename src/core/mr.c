@@ -490,6 +490,7 @@ static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
 	if (idx >= 0) {
 		mr->index = (uint32_t)idx;
 		mr_set_keys(mr);
+		sr_direct_mr_publish(mr);
 	}
 	pthread_mutex_unlock(&nic->keys.lock);
 	if (idx < 0) {
@@ -537,7 +538,9 @@ int sr_mr_dereg(struct sr_mr *mr)
 	}
 	t->slot[mr->index] = NULL;
 	t->count--;
+	sr_direct_mr_withdraw(mr);
 	pthread_mutex_unlock(&t->lock);
+	sr_direct_mr_wait(mr);
 	mr_quiesce(mr);
 	if (mr->pinned)
 		munlock(mr->base, mr->length);
@@ -588,7 +591,9 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		return -EBUSY;
 	}
 	t->slot[mr->index] = NULL;
+	sr_direct_mr_withdraw(mr);
 	pthread_mutex_unlock(&t->lock);
+	sr_direct_mr_wait(mr);
 	mr_quiesce(mr);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		if (mr->pinned)
@@ -615,6 +620,7 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		mr_set_keys(mr);
 	}
 	t->slot[mr->index] = &mr->k;
+	sr_direct_mr_publish(mr);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }

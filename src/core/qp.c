@@ -409,6 +409,9 @@ int sr_qp_destroy(struct sr_qp *qp)
 		atomic_fetch_sub(&qp->xrc_opens, 1);
 		return 0;
 	}
+	pthread_mutex_lock(&qp->lock);
+	sr_direct_qp_withdraw(qp);	/* while the index is still ours */
+	pthread_mutex_unlock(&qp->lock);
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
 	sr_resp_final_ack(qp);
@@ -542,6 +545,7 @@ static void set_state(struct sr_qp *qp, enum ibv_qp_state s)
 	qp->attr.qp_state = s;
 	qp->attr.cur_qp_state = s;
 	qp->qpx.qp_base.state = s;
+	sr_direct_qp_publish(qp);
 }
 
 void sr_qp_to_error(struct sr_qp *qp)
@@ -771,6 +775,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 			break;
 		}
 	}
+	sr_direct_qp_publish(qp);	/* access flags, destination */
 	ret = 0;
 out:
 	pthread_mutex_unlock(&qp->lock);

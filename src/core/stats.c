@@ -80,7 +80,7 @@ static void file_safe(char *dst, size_t size, const char *dev)
 }
 
 /* <stats_dir>/softrdma-<uid>, created if missing, opened as a directory we own. */
-static int stats_dir_open(char *path, size_t size)
+int sr_shm_dir_open(char *path, size_t size)
 {
 	const char *base = sr_params()->stats_dir;
 	struct stat st;
@@ -230,7 +230,7 @@ static int stats_file_create(struct sr_stats *s, int dfd, const char *dirpath, i
 	if (!tmpfile)
 		unlinkat(dfd, tmp, 0);
 	if ((size_t)snprintf(s->path, sizeof(s->path), "%s/%s", dirpath, name) >= sizeof(s->path)) {
-		/* Unreachable in practice (stats_dir_open checked the directory's length), but a
+		/* Unreachable in practice (sr_shm_dir_open checked the directory's length), but a
 		 * path we cannot unlink later must not exist. */
 		unlinkat(dfd, name, 0);
 		rc = -ENAMETOOLONG;
@@ -337,7 +337,7 @@ void sr_stats_open(struct sr_stats *s, const char *devname, const char *ident)
 	copy_str(s->ident, sizeof(s->ident), ident);
 	pthread_once(&stats_hook_once, stats_hook_install);
 
-	dfd = stats_dir_open(dirpath, sizeof(dirpath));
+	dfd = sr_shm_dir_open(dirpath, sizeof(dirpath));
 	rc = dfd;
 	if (dfd >= 0) {
 		rc = stats_file_create(s, dfd, dirpath, 1);

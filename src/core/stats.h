@@ -60,6 +60,10 @@
 	X(odp_accesses, "ODP: accesses to ODP MRs (pages faulted in as needed)")       \
 	X(odp_access_errors, "ODP: accesses refused, the memory is not mapped (or not writable)") \
 	X(odp_prefetches, "ODP: ibv_advise_mr ranges prefetched")                     \
+	X(direct_writes, "same-host direct path: RDMA WRITEs placed with process_vm_writev, no packet (param direct)") \
+	X(direct_reads, "same-host direct path: RDMA READs fetched with process_vm_readv, no packet") \
+	X(direct_bytes, "same-host direct path: payload bytes moved") \
+	X(direct_fallbacks, "same-host direct path: WRs sent as packets after all (key, state or copy check failed)") \
 	X(cq_overflow, "completions lost to a full CQ (CQ error event raised)")   \
 	X(fault_drop, "fault injection: packets dropped")                          \
 	X(fault_dup, "fault injection: packets duplicated")                        \
@@ -106,6 +110,10 @@ void sr_stats_open(struct sr_stats *s, const char *devname, const char *ident);
  * open when the process exits (exit() or return from main) is dumped and its file removed by
  * an exit hook; the memory stays valid, since other threads may still be counting. */
 void sr_stats_close(struct sr_stats *s, const char *devname);
+/* <stats_dir>/softrdma-<uid>, created if missing and checked to be ours (mode 0700): an open
+ * directory fd and its path in `path`, or -errno. The same-host direct path's key tables live
+ * there too (src/transport/direct.c). */
+int sr_shm_dir_open(char *path, size_t size);
 
 static inline void sr_stat_add(struct sr_stats *s, enum sr_stat k, uint64_t n)
 {

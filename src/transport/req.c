@@ -411,6 +411,20 @@ void sr_req_progress(struct sr_qp *qp)
 					return;
 				continue;
 			}
+			/* Same-host direct path: with nothing outstanding before it, a WRITE or
+			 * READ may be executed by a copy into (from) the peer's memory, and then
+			 * completes at once, taking no PSN (direct.c). */
+			if ((w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ) &&
+			    qp->sq.tail == qp->req.idx && qp->state == IBV_QPS_RTS &&
+			    qp->nic->direct && sr_direct_exec(qp, w)) {
+				w->last_psn = sr_psn_add(qp->req.psn, -1);
+				w->npkts = 0;
+				qp->req.idx++;
+				qp->req.offset = 0;
+				sr_comp_wqe(qp, w, IBV_WC_SUCCESS);	/* w->state stays POSTED:
+									 * no rd_atomic taken */
+				continue;
+			}
 			if (sr_op_is_rd_atomic(w->opcode)) {
 				if (qp->req.rd_atomic >= qp->attr.max_rd_atomic)
 					break;

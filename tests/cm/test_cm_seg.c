@@ -80,6 +80,9 @@ static void wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op)
 int main(int argc, char **argv)
 {
 	bool noseg = argc > 1 && !strcmp(argv[1], "--no-seg");
+
+	/* The test counts packets: the WRITE must take the wire, not the direct path. */
+	setenv("SOFTRDMA_DIRECT", "0", 1);
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	struct rdma_cm_id *listen, *c, *s;
 	struct rdma_cm_event *ev;

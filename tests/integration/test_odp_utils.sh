@@ -36,18 +36,29 @@ pp rc_implicit -O
 pp rc_odp_prefetch -o -P
 pp rc_implicit_prefetch -O -P
 
-# perftest: the result row is "SIZE ITERS PEAK AVG MSGRATE".
+# perftest: the result row is "SIZE ITERS PEAK AVG MSGRATE". Each runs twice: with packets
+# (SOFTRDMA_DIRECT=0: the responder's ODP path, pages faulted in by softrdma) and over the
+# same-host direct path (the requester copies with process_vm_writev/readv, the kernel faults
+# the target's ODP pages in; docs/direct.md).
 pt() {
-	local name=$1
-	shift
+	local name=$1 counter=$2
+	shift 2
 	SR_SERVER_HOST=127.0.0.1
-	if sr_pair "$name" "$@" --odp -x 0 -s 65536 -n 300; then
+	if SOFTRDMA_DIRECT=0 sr_pair "$name" "$@" --odp -x 0 -s 65536 -n 300; then
 		sr_expect_grep "$name: result row" '^ *65536 +300 +[0-9.]+ +[0-9.]+' "$SR_TMP/$name.cli.out"
 		odp_counters "$name"
 	fi
+	if sr_pair "$name.direct" "$@" --odp -x 0 -s 65536 -n 300; then
+		sr_expect_grep "$name.direct: result row" '^ *65536 +300 +[0-9.]+ +[0-9.]+' \
+			"$SR_TMP/$name.direct.cli.out"
+		sr_expect_ge "$name.direct cli: $counter" 300 \
+			"$(sr_stat "$SR_TMP/$name.direct.cli.stats" "$counter")"
+		sr_expect_ge "$name.direct cli: accesses through ODP MRs" 1 \
+			"$(sr_stat "$SR_TMP/$name.direct.cli.stats" odp_accesses)"
+	fi
 	SR_SERVER_HOST=localhost
 }
-pt write_bw_odp ib_write_bw
-pt read_bw_odp ib_read_bw
+pt write_bw_odp direct_writes ib_write_bw
+pt read_bw_odp direct_reads ib_read_bw
 
 sr_finish

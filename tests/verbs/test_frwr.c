@@ -408,6 +408,9 @@ static void test_judged_at_psn(void)
 int main(void)
 {
 	sr_test_timeout(120);
+	/* Retransmissions and replays judged per key generation happen on the wire: no
+	 * same-host direct path (docs/direct.md). */
+	setenv("SOFTRDMA_DIRECT", "0", 1);
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &lb, 16 * PG, VU_ACCESS_ALL) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &pages, NPG * PG, 0) == 0);
