@@ -190,12 +190,19 @@ CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	return 0;
 }
 
-/* Synchronous ids: wait on the private channel for the outcome of the call just made. */
+/* Synchronous ids: wait on the private channel for the outcome of the call just made. As
+ * librdmacm, the event stays in id->event until the id's next synchronous call (or its
+ * destruction) acks it: rdma_xclient reads the private data of the REP from the ESTABLISHED
+ * event after rdma_connect(). */
 static int sync_wait(struct cm_id *id, enum rdma_cm_event_type ok)
 {
-	struct rdma_cm_event *ev;
+	struct rdma_cm_event *ev = id->id.event;
 	int ret;
 
+	if (ev) {
+		id->id.event = NULL;
+		rdma_ack_cm_event(ev);
+	}
 	if (rdma_get_cm_event(&id->chan->ch, &ev))
 		return -1;
 	if (ev->event == ok) {
@@ -210,7 +217,7 @@ static int sync_wait(struct cm_id *id, enum rdma_cm_event_type ok)
 			errno = ETIMEDOUT;
 		ret = -1;
 	}
-	rdma_ack_cm_event(ev);
+	id->id.event = ev;
 	return ret;
 }
 
@@ -337,7 +344,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	id->state = CM_DESTROYING;
 	id->txlen = 0;
 	if (cid->event) {
-		/* rdma_get_request() kept the CONNECT_REQUEST event here. */
+		/* rdma_get_request() kept the CONNECT_REQUEST event here, a synchronous call its
+		 * outcome. */
 		struct rdma_cm_event *ev = cid->event;
 
 		cid->event = NULL;
