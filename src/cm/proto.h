@@ -60,6 +60,7 @@ enum cm_msg_type {
 
 /* IB CM reject reasons the REJECTED event reports as its status (IBA table 112). */
 #define CM_REJ_INVALID_SERVICE_ID 8	/* nobody listens there */
+#define CM_REJ_INVALID_TRANSPORT 9	/* an XRC_SEND QP answered by a non-XRC one, or the reverse */
 #define CM_REJ_STALE_CONN 10
 #define CM_REJ_CONSUMER_DEFINED 28	/* rdma_reject() */
 
