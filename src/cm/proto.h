@@ -24,8 +24,9 @@
  * Q_Key, then one byte each: MTU, responder resources, initiator depth, retry count, RNR retry
  * count, flow control, SRQ, QP type (enum ibv_qp_type of the sender's QP; XRC: a REQ from an
  * XRC_SEND QP is answered by a REP from an XRC_RECV one; 0 in a REP of an older softrdma);
- * be32 ECE vendor, be32 ECE options, u8 status, u8 large segment (in 4 KiB units: in a REQ what the requester offers, in a REP what both will use; 0:
- * none, the IB path MTU only), 2 reserved. (A peer that sends the byte as reserved, zero, gets
+ * be32 ECE vendor, be32 ECE options, u8 status, u8 large segment (in 4 KiB units: in a REQ
+ * what the requester offers, in a REP what both will use; 0: none, the IB path MTU only), 2
+ * reserved. (A peer that sends the byte as reserved, zero, gets
  * the path MTU.)
  * Body of REJ (4 bytes): be16 reason, 2 reserved. Other types have no body.
  *
