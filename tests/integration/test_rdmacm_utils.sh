@@ -13,7 +13,8 @@
 #   udaddy                UD through rdma_cm (SIDR), ibv_create_ah_from_wc on the server
 #   cmtime -c 200         200 connections set up and torn down
 #   rdma_server/client    the synchronous rdma_create_ep API
-#   rdma_xserver/xclient  the same in RC mode (-c r)
+#   rdma_xserver/xclient  the same in RC mode (-c r), and in XRC mode (-c x: RDMA_PS_IB, an
+#                         XRC_SEND QP to an XRC_RECV QP, the SRQ number in the REP)
 #   mckey                 two receivers and a sender on one multicast group; each receiver
 #                         exits 0 only after receiving every message
 #
