@@ -190,12 +190,19 @@ CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	return 0;
 }
 
-/* Synchronous ids: wait on the private channel for the outcome of the call just made. */
+/* Synchronous ids: wait on the private channel for the outcome of the call just made. As
+ * librdmacm, the event stays in id->event until the id's next synchronous call (or its
+ * destruction) acks it: rdma_xclient reads the private data of the REP from the ESTABLISHED
+ * event after rdma_connect(). */
 static int sync_wait(struct cm_id *id, enum rdma_cm_event_type ok)
 {
-	struct rdma_cm_event *ev;
+	struct rdma_cm_event *ev = id->id.event;
 	int ret;
 
+	if (ev) {
+		id->id.event = NULL;
+		rdma_ack_cm_event(ev);
+	}
 	if (rdma_get_cm_event(&id->chan->ch, &ev))
 		return -1;
 	if (ev->event == ok) {
@@ -210,7 +217,7 @@ static int sync_wait(struct cm_id *id, enum rdma_cm_event_type ok)
 			errno = ETIMEDOUT;
 		ret = -1;
 	}
-	rdma_ack_cm_event(ev);
+	id->id.event = ev;
 	return ret;
 }
 
@@ -337,7 +344,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	id->state = CM_DESTROYING;
 	id->txlen = 0;
 	if (cid->event) {
-		/* rdma_get_request() kept the CONNECT_REQUEST event here. */
+		/* rdma_get_request() kept the CONNECT_REQUEST event here, a synchronous call its
+		 * outcome. */
 		struct rdma_cm_event *ev = cid->event;
 
 		cid->event = NULL;
@@ -561,6 +569,14 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
+	/* An XRC REQ (from an XRC_SEND QP; the id is then an XRC_RECV one) is answered by an
+	 * XRC_RECV QP, any other by a QP that is not one: a QP of the wrong kind would connect but
+	 * never carry a message. */
+	if (cid->ps != RDMA_PS_UDP && cid->qp &&
+	    (cid->qp->qp_type == IBV_QPT_XRC_RECV) != (cid->qp_type == IBV_QPT_XRC_RECV)) {
+		pthread_mutex_unlock(&cm.lock);
+		return fail(EINVAL);
+	}
 	if (id->listener)
 		id->listener->pending--;
 	if (cid->ps == RDMA_PS_UDP) {
@@ -609,6 +625,7 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	m.retry_count = id->retry_count;
 	m.rnr_retry_count = id->rnr_retry_count;
 	m.srq = cid->srq != NULL;
+	m.qp_type = (uint8_t)cm_qpt(id);
 	m.ece_vendor = id->ece_vendor;
 	m.ece_options = id->ece_options;
 	if (p && p->private_data_len) {
@@ -683,7 +700,9 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 		return fail(EINVAL);
 	}
 	m.type = cid->ps == RDMA_PS_UDP ? CM_MSG_SIDR_REQ : CM_MSG_REQ;
-	if (p && p->private_data_len > cm_pdata_max(m.type, cid->ps)) {
+	/* An XRC_RECV QP (the target) only answers: it never starts a connection. */
+	if ((p && p->private_data_len > cm_pdata_max(m.type, cid->ps)) ||
+	    cm_qpt(id) == IBV_QPT_XRC_RECV) {
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
@@ -721,7 +740,7 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	m.rnr_retry_count = id->rnr_retry_count;
 	m.flow_control = id->flow_control;
 	m.srq = cid->srq != NULL || (p && p->srq);
-	m.qp_type = (uint8_t)cid->qp_type;
+	m.qp_type = (uint8_t)cm_qpt(id);
 	m.ece_vendor = id->ece_vendor;
 	m.ece_options = id->ece_options;
 	id->state = CM_REQ_SENT;

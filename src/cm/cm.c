@@ -434,7 +434,12 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 	}
 	if (l->pending >= l->backlog)
 		return;	/* full backlog: the requester retries, as with the IB CM */
-	c = cm_id_alloc(l->chan, l->id.context, l->id.ps, l->id.qp_type);
+	/* The new id's QP type follows the request, as the kernel's rdma_cm: a REQ from an
+	 * XRC_SEND QP is for an XRC_RECV one (the IB CM's XRC transport), others are for the
+	 * listener's type. */
+	c = cm_id_alloc(l->chan, l->id.context, l->id.ps,
+			m->qp_type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV
+			: l->id.qp_type == IBV_QPT_XRC_RECV ? IBV_QPT_RC : l->id.qp_type);
 	if (!c)
 		return;
 	c->listener = l;
@@ -517,6 +522,20 @@ static void on_rep(struct cm_id *id, const struct cm_msg *m)
 	id->ece_vendor = m->ece_vendor;
 	id->ece_options = m->ece_options;
 	id->txlen = 0;
+	/* An XRC_SEND QP needs an XRC_RECV QP at the other end: a responder that answered with
+	 * another kind (or a peer that does not say: an older softrdma) cannot take its sends. */
+	if ((cm_qpt(id) == IBV_QPT_XRC_SEND) != (m->qp_type == IBV_QPT_XRC_RECV)) {
+		struct cm_msg rej = { .type = CM_MSG_REJ, .src_id = id->local_id,
+				      .dst_id = m->src_id, .ps = id->id.ps,
+				      .reason = CM_REJ_INVALID_TRANSPORT };
+
+		cm_count("cm_rejects_sent");
+		cm_send(id, &rej, false);
+		cm_qp_to_err(id);
+		id->state = CM_DISCONNECTED;
+		cm_post_event(id, RDMA_CM_EVENT_REJECTED, CM_REJ_INVALID_TRANSPORT, NULL);
+		return;
+	}
 	if (!id->id.qp) {
 		/* The application drives its own QP: it calls rdma_establish() after RTR/RTS. */
 		id->state = CM_REP_RCVD;

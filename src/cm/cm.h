@@ -37,6 +37,8 @@ struct cm_dev {
 	uint32_t seg;			/* large segment the NIC offers a softrdma peer (0: none) */
 	bool loopback;			/* its address is in 127.0.0.0/8 or ::1 */
 	struct ibv_pd *pd;		/* default PD for rdma_create_qp(id, NULL, ...) */
+	struct ibv_xrcd *xrcd;		/* the device's XRC domain for XRC ids (as rdma-core: one
+					 * per device, private, opened on first use) */
 };
 
 int cm_devices_init(void);
@@ -125,7 +127,12 @@ struct cm_id {
 	/* rdma_create_ep on a passive id: QPs for the requests rdma_get_request returns */
 	struct ibv_qp_init_attr *ep_qp_attr;
 	struct ibv_pd *ep_pd;
-	bool own_cqs;				/* rdma_create_qp made the CQs and channels */
+	/* CQs (and their channels) the library made, by who owns them: the QP (rdma_create_qp)
+	 * or the XRC SRQ (rdma_create_srq on an XRC id) */
+	uint8_t own_cqs;
+#define CM_OWN_QP_SCQ 1
+#define CM_OWN_QP_RCQ 2
+#define CM_OWN_SRQ_CQ 4
 	struct cm_id *next;			/* every id of the process */
 };
 
@@ -189,5 +196,11 @@ int cm_qp_to_init(struct cm_id *id, struct ibv_qp *qp);
 int cm_qp_to_rtr_rts(struct cm_id *id, bool rts);
 void cm_qp_to_err(struct cm_id *id);
 int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask);
+/* The QP type the connection is for: the id's QP's, else the id's (XRC_SEND/XRC_RECV ids come
+ * from rdma_create_ep, or from an XRC REQ on the passive side). */
+static inline enum ibv_qp_type cm_qpt(const struct cm_id *id)
+{
+	return id->id.qp ? id->id.qp->qp_type : id->id.qp_type;
+}
 
 #endif /* SR_CM_CM_H */

@@ -5,6 +5,7 @@
  * written against this library's own calls and the public verbs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,48 +27,88 @@ static struct ibv_pd *default_pd(struct cm_id *id)
 	return id->dev->pd;
 }
 
-/* ---- QPs and SRQs ---------------------------------------------------------------------------- */
-static void destroy_cqs(struct rdma_cm_id *cid)
+/* The device's XRC domain (XRC_RECV QPs and XRC SRQs of ids): one per device, private (fd
+ * -1), opened on first use and kept for the process, as rdma-core's librdmacm does. */
+static struct ibv_xrcd *default_xrcd(struct cm_id *id)
 {
-	if (cid->send_cq)
-		ibv_destroy_cq(cid->send_cq);
-	if (cid->recv_cq && cid->recv_cq != cid->send_cq)
-		ibv_destroy_cq(cid->recv_cq);
-	if (cid->send_cq_channel)
-		ibv_destroy_comp_channel(cid->send_cq_channel);
-	if (cid->recv_cq_channel && cid->recv_cq_channel != cid->send_cq_channel)
-		ibv_destroy_comp_channel(cid->recv_cq_channel);
-	cid->send_cq = cid->recv_cq = NULL;
-	cid->send_cq_channel = cid->recv_cq_channel = NULL;
+	struct ibv_xrcd *x;
+
+	if (!id->dev)
+		return NULL;
+	pthread_mutex_lock(&cm.lock);
+	if (!id->dev->xrcd) {
+		struct ibv_xrcd_init_attr a = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
+							     IBV_XRCD_INIT_ATTR_OFLAGS,
+						.fd = -1, .oflags = O_CREAT };
+
+		id->dev->xrcd = ibv_open_xrcd(id->dev->ctx, &a);
+	}
+	x = id->dev->xrcd;
+	pthread_mutex_unlock(&cm.lock);
+	return x;
 }
 
-/* As librdmacm: a QP created without CQs gets its own, each with a completion channel (the
- * rdma_verbs.h helpers rdma_get_send_comp/rdma_get_recv_comp wait on them). */
+/* ---- QPs and SRQs ---------------------------------------------------------------------------- */
+/* Destroys the CQs and channels of `which` (CM_OWN_*) the library made for the id. */
+static void destroy_cqs(struct rdma_cm_id *cid, uint8_t which)
+{
+	struct cm_id *id = cm_id(cid);
+
+	which &= id->own_cqs;
+	if (which & CM_OWN_QP_SCQ) {
+		ibv_destroy_cq(cid->send_cq);
+		ibv_destroy_comp_channel(cid->send_cq_channel);
+		cid->send_cq = NULL;
+		cid->send_cq_channel = NULL;
+	}
+	if (which & (CM_OWN_QP_RCQ | CM_OWN_SRQ_CQ)) {
+		ibv_destroy_cq(cid->recv_cq);
+		ibv_destroy_comp_channel(cid->recv_cq_channel);
+		cid->recv_cq = NULL;
+		cid->recv_cq_channel = NULL;
+	}
+	id->own_cqs &= (uint8_t)~which;
+}
+
+/* A CQ with its own completion channel (the rdma_verbs.h helpers rdma_get_send_comp and
+ * rdma_get_recv_comp wait on them). */
+static int make_cq(struct rdma_cm_id *cid, uint32_t size, struct ibv_cq **cq,
+		   struct ibv_comp_channel **ch)
+{
+	*ch = ibv_create_comp_channel(cid->verbs);
+	*cq = *ch ? ibv_create_cq(cid->verbs, (int)(size ? size : 1), cid, *ch, 0) : NULL;
+	if (*cq)
+		return 0;
+	if (*ch)
+		ibv_destroy_comp_channel(*ch);
+	*ch = NULL;
+	return -ENOMEM;
+}
+
+/* As librdmacm: a QP created without CQs gets its own, each with a completion channel. An
+ * XRC_SEND QP has no receive side, an XRC_RECV QP no queues at all (its messages complete on
+ * the CQ of the XRC SRQ they name). */
 static int make_cqs(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *a)
 {
+	struct cm_id *id = cm_id(cid);
+
+	if (a->qp_type == IBV_QPT_XRC_RECV)
+		return 0;
 	if (!a->send_cq) {
-		cid->send_cq_channel = ibv_create_comp_channel(cid->verbs);
-		cid->send_cq = cid->send_cq_channel
-				       ? ibv_create_cq(cid->verbs, (int)(a->cap.max_send_wr ? a->cap.max_send_wr : 1),
-						       cid, cid->send_cq_channel, 0)
-				       : NULL;
-		if (!cid->send_cq)
+		if (make_cq(cid, a->cap.max_send_wr, &cid->send_cq, &cid->send_cq_channel))
 			goto fail;
+		id->own_cqs |= CM_OWN_QP_SCQ;
 		a->send_cq = cid->send_cq;
 	}
-	if (!a->recv_cq) {
-		cid->recv_cq_channel = ibv_create_comp_channel(cid->verbs);
-		cid->recv_cq = cid->recv_cq_channel
-				       ? ibv_create_cq(cid->verbs, (int)(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1),
-						       cid, cid->recv_cq_channel, 0)
-				       : NULL;
-		if (!cid->recv_cq)
+	if (!a->recv_cq && a->qp_type != IBV_QPT_XRC_SEND) {
+		if (make_cq(cid, a->cap.max_recv_wr, &cid->recv_cq, &cid->recv_cq_channel))
 			goto fail;
+		id->own_cqs |= CM_OWN_QP_RCQ;
 		a->recv_cq = cid->recv_cq;
 	}
 	return 0;
 fail:
-	destroy_cqs(cid);
+	destroy_cqs(cid, CM_OWN_QP_SCQ | CM_OWN_QP_RCQ);
 	return -ENOMEM;
 }
 
@@ -79,22 +120,30 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_
 
 	if (!cid->verbs)
 		return fail(EINVAL);	/* rdma_create_qp(3): the id must be bound to a device */
+	if (cid->qp)
+		return fail(EINVAL);	/* one QP per id */
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
 		a->pd = cid->pd ? cid->pd : default_pd(id);
 		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
 	if (!a->pd || a->pd->context != cid->verbs)
 		return fail(EINVAL);
-	id->own_cqs = !a->send_cq || !a->recv_cq;
+	if (a->qp_type == IBV_QPT_XRC_RECV &&
+	    (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd)) {
+		a->xrcd = default_xrcd(id);
+		if (!a->xrcd)
+			return -1;
+		a->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	}
 	ret = make_cqs(cid, a);
 	if (ret)
 		return fail(ret);
-	if (!a->srq && cid->srq)
+	if (!a->srq && cid->srq && a->qp_type != IBV_QPT_XRC_RECV && a->qp_type != IBV_QPT_XRC_SEND)
 		a->srq = cid->srq;
 	qp = ibv_create_qp_ex(cid->verbs, a);
 	if (!qp) {
 		ret = errno;
-		destroy_cqs(cid);
+		destroy_cqs(cid, CM_OWN_QP_SCQ | CM_OWN_QP_RCQ);
 		return fail(ret);
 	}
 	pthread_mutex_lock(&cm.lock);
@@ -106,7 +155,7 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_
 	pthread_mutex_unlock(&cm.lock);
 	if (ret) {
 		ibv_destroy_qp(qp);
-		destroy_cqs(cid);
+		destroy_cqs(cid, CM_OWN_QP_SCQ | CM_OWN_QP_RCQ);
 		return fail(ret);
 	}
 	return 0;
@@ -138,31 +187,71 @@ CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cid)
 		return;
 	ibv_destroy_qp(cid->qp);
 	cid->qp = NULL;
-	if (cm_id(cid)->own_cqs)
-		destroy_cqs(cid);
+	destroy_cqs(cid, CM_OWN_QP_SCQ | CM_OWN_QP_RCQ);
 }
+
+/*
+ * A plain SRQ, or on an XRC id (or with srq_type IBV_SRQT_XRC) an XRC SRQ: in the device's
+ * XRC domain unless one is given, completing on a CQ the library makes unless one is given --
+ * the id's recv_cq, so that rdma_get_recv_comp() waits for its receives (as librdmacm).
+ */
+#define CM_SRQ_MASK (IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | \
+		     IBV_SRQ_INIT_ATTR_CQ)
 
 CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cid, struct ibv_srq_init_attr_ex *a)
 {
+	struct cm_id *id = cm_id(cid);
+	bool made_cq = false;
 	struct ibv_srq *srq;
+	int ret;
 
-	if (!cid->verbs)
+	if (!cid->verbs || !a)
 		return fail(EINVAL);
+	if (cid->srq)
+		return fail(EINVAL);	/* one SRQ per id */
+	if (a->comp_mask & ~(uint32_t)CM_SRQ_MASK)
+		return fail(EOPNOTSUPP);	/* tag matching */
+	if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC &&
+	    a->srq_type != IBV_SRQT_XRC)
+		return fail(EOPNOTSUPP);
 	if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) {
-		a->pd = cid->pd ? cid->pd : default_pd(cm_id(cid));
+		a->pd = cid->pd ? cid->pd : default_pd(id);
 		a->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 	}
-	if (!a->pd)
+	if (!a->pd || a->pd->context != cid->verbs)
 		return fail(EINVAL);
-	/* Plain SRQs only (XRC SRQs are the memory: issue's). */
-	if (a->comp_mask & ~(uint32_t)IBV_SRQ_INIT_ATTR_PD)
-		return fail(EOPNOTSUPP);
-	struct ibv_srq_init_attr sa = { .srq_context = a->srq_context, .attr = a->attr };
+	if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type == IBV_SRQT_XRC) {
+		if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd) {
+			a->xrcd = default_xrcd(id);
+			if (!a->xrcd)
+				return -1;
+			a->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+		}
+		if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq) {
+			if (!cid->recv_cq) {
+				ret = make_cq(cid, a->attr.max_wr, &cid->recv_cq, &cid->recv_cq_channel);
+				if (ret)
+					return fail(ret);
+				id->own_cqs |= CM_OWN_SRQ_CQ;
+				made_cq = true;
+			}
+			a->cq = cid->recv_cq;
+			a->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+		}
+		srq = ibv_create_srq_ex(cid->verbs, a);
+	} else {
+		struct ibv_srq_init_attr sa = { .srq_context = a->srq_context, .attr = a->attr };
 
-	srq = ibv_create_srq(a->pd, &sa);
-	if (!srq)
-		return -1;
-	a->attr = sa.attr;
+		srq = ibv_create_srq(a->pd, &sa);
+		if (srq)
+			a->attr = sa.attr;
+	}
+	if (!srq) {
+		ret = errno;
+		if (made_cq)
+			destroy_cqs(cid, CM_OWN_SRQ_CQ);
+		return fail(ret);
+	}
 	cid->srq = srq;
 	cid->pd = a->pd;
 	return 0;
@@ -176,7 +265,8 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *cid, struct ibv_pd *pd, struct 
 	memset(&ax, 0, sizeof(ax));
 	ax.srq_context = a->srq_context;
 	ax.attr = a->attr;
-	ax.comp_mask = IBV_SRQ_INIT_ATTR_PD;
+	ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+	ax.srq_type = cid->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
 	ax.pd = pd;
 	ret = rdma_create_srq_ex(cid, &ax);
 	if (!ret)
@@ -189,6 +279,7 @@ CM_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cid)
 	if (cid->srq)
 		ibv_destroy_srq(cid->srq);
 	cid->srq = NULL;
+	destroy_cqs(cid, CM_OWN_SRQ_CQ);
 }
 
 /* ---- rdma_getaddrinfo ------------------------------------------------------------------------ */
@@ -295,14 +386,20 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res,
 				goto fail;
 			}
 			*id->ep_qp_attr = *qp_init_attr;
+			if (res->ai_qp_type)
+				id->ep_qp_attr->qp_type = (enum ibv_qp_type)res->ai_qp_type;
 			id->ep_pd = pd;
 		}
 	} else {
 		ret = rdma_resolve_addr(cid, res->ai_src_addr, res->ai_dst_addr, 2000);
 		if (!ret)
 			ret = rdma_resolve_route(cid, 2000);
-		if (!ret && qp_init_attr)
+		if (!ret && qp_init_attr) {
+			/* As librdmacm: the QP is of the type rdma_getaddrinfo gave. */
+			if (res->ai_qp_type)
+				qp_init_attr->qp_type = (enum ibv_qp_type)res->ai_qp_type;
 			ret = rdma_create_qp(cid, pd, qp_init_attr);
+		}
 		if (ret)
 			goto fail;
 	}

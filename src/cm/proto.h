@@ -22,9 +22,11 @@
  *
  * Body of REQ, REP, SIDR REQ, SIDR REP (48 bytes): GID (16), be32 QPN, be32 start PSN, be32
  * Q_Key, then one byte each: MTU, responder resources, initiator depth, retry count, RNR retry
- * count, flow control, SRQ, QP type; be32 ECE vendor, be32 ECE options, u8 status, u8 large
- * segment (in 4 KiB units: in a REQ what the requester offers, in a REP what both will use; 0:
- * none, the IB path MTU only), 2 reserved. (A peer that sends the byte as reserved, zero, gets
+ * count, flow control, SRQ, QP type (enum ibv_qp_type of the sender's QP; XRC: a REQ from an
+ * XRC_SEND QP is answered by a REP from an XRC_RECV one; 0 in a REP of an older softrdma);
+ * be32 ECE vendor, be32 ECE options, u8 status, u8 large segment (in 4 KiB units: in a REQ
+ * what the requester offers, in a REP what both will use; 0: none, the IB path MTU only), 2
+ * reserved. (A peer that sends the byte as reserved, zero, gets
  * the path MTU.)
  * Body of REJ (4 bytes): be16 reason, 2 reserved. Other types have no body.
  *
@@ -60,6 +62,7 @@ enum cm_msg_type {
 
 /* IB CM reject reasons the REJECTED event reports as its status (IBA table 112). */
 #define CM_REJ_INVALID_SERVICE_ID 8	/* nobody listens there */
+#define CM_REJ_INVALID_TRANSPORT 9	/* an XRC_SEND QP answered by a non-XRC one, or the reverse */
 #define CM_REJ_STALE_CONN 10
 #define CM_REJ_CONSUMER_DEFINED 28	/* rdma_reject() */
 

@@ -17,7 +17,13 @@ int sr_priv_qp_set_seg(struct ibv_qp *qp, uint32_t bytes) __attribute__((weak));
 
 int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask)
 {
-	bool ud = id->id.qp_type == IBV_QPT_UD || id->id.ps == RDMA_PS_UDP;
+	enum ibv_qp_type t = cm_qpt(id);
+	bool ud = t == IBV_QPT_UD || id->id.ps == RDMA_PS_UDP;
+	/* What each connected type takes (the IB CM's attributes, IBA 11.2.4.2 / kernel ib_cm):
+	 * the responder's RTR attributes for the types that answer requests (RC, XRC_RECV), the
+	 * requester's RTS attributes for the types that send them (RC, XRC_SEND). */
+	bool responder = t == IBV_QPT_RC || t == IBV_QPT_XRC_RECV;
+	bool requester = t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
 
 	switch (a->qp_state) {
 	case IBV_QPS_INIT:
@@ -54,26 +60,34 @@ int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask)
 		a->path_mtu = id->path_mtu;
 		a->dest_qp_num = id->peer_qpn;
 		a->rq_psn = id->peer_psn;
-		a->max_dest_rd_atomic = id->responder_resources;
-		a->min_rnr_timer = 12;	/* 0.64 ms, the kernel rdma_cm's default */
 		/* Access flags again, as the IB CM does at RTR: the responder resources are only
 		 * known once the connection is negotiated, after the QP reached INIT. */
 		a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
 		if (id->responder_resources)
 			a->qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 		*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS;
+			 IBV_QP_ACCESS_FLAGS;
+		if (responder) {
+			a->max_dest_rd_atomic = id->responder_resources;
+			a->min_rnr_timer = 12;	/* 0.64 ms, the kernel rdma_cm's default */
+			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
 		return 0;
 	case IBV_QPS_RTS:
 		a->sq_psn = id->my_psn;
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 		if (ud)
 			return 0;
+		if (t == IBV_QPT_UC)
+			return 0;
 		a->timeout = id->ack_timeout ? id->ack_timeout : CM_DEFAULT_TIMEOUT;
-		a->retry_cnt = id->retry_count;
-		a->rnr_retry = id->rnr_retry_count;
-		a->max_rd_atomic = id->initiator_depth;
-		*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		*mask |= IBV_QP_TIMEOUT;
+		if (requester) {
+			a->retry_cnt = id->retry_count;
+			a->rnr_retry = id->rnr_retry_count;
+			a->max_rd_atomic = id->initiator_depth;
+			*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		}
 		return 0;
 	default:
 		return -EINVAL;

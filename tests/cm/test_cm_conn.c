@@ -5,7 +5,8 @@
  * REJ 148, SIDR REQ 180, SIDR REP 136), delivered intact; responder resources and initiator
  * depth negotiated down on both QPs; a SEND over the connection; rdma_disconnect giving
  * DISCONNECTED on both sides with both QPs in ERR; rdma_reject with private data; no listener
- * giving REJECTED (status 8) promptly; a listener replaced by another on the same port.
+ * giving REJECTED (status 8) promptly; a listener replaced by another on the same port; XRC
+ * (an XRC_SEND QP connected to an XRC_RECV QP, a SEND to the XRC SRQ named in the REP).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 
 #include "sr_test.h"
 
@@ -424,6 +426,165 @@ static void test_ud(void)
 	rdma_destroy_id(l);
 }
 
+/* One completion on cq, waiting on its completion channel (no busy polling); 1, or 0 after
+ * timeout_ms. */
+static int wait_comp(struct ibv_cq *cq, struct ibv_comp_channel *cc, struct ibv_wc *wc,
+		     int timeout_ms)
+{
+	struct pollfd p = { .fd = cc->fd, .events = POLLIN };
+	double t0 = now_s();
+
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n)
+			return n;
+		REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n;
+		int left = timeout_ms - (int)((now_s() - t0) * 1000);
+
+		if (left <= 0 || poll(&p, 1, left) != 1)
+			return 0;
+		struct ibv_cq *ecq;
+		void *ectx;
+
+		REQUIRE(ibv_get_cq_event(cc, &ecq, &ectx) == 0);
+		ibv_ack_cq_events(ecq, 1);
+	}
+}
+
+/*
+ * XRC over the CM (RDMA_PS_IB): the REQ of an XRC_SEND QP makes the passive id an XRC_RECV one;
+ * rdma_create_srq on it makes an XRC SRQ (the device's XRC domain, a CQ as the id's recv_cq)
+ * and rdma_create_qp an XRC_RECV QP; the SRQ number travels in the REP's private data; a SEND
+ * naming it completes on the SRQ's CQ. The wrong kinds: an RC QP accepting an XRC REQ and an
+ * XRC_RECV QP connecting both fail with EINVAL, and the requester is rejected.
+ */
+static void test_xrc(void)
+{
+	struct sockaddr_in a = loop_addr(0);
+	struct rdma_cm_id *l, *c, *s, *bad;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	uint8_t msg[200], got[256];
+	uint32_t srqn, srqn_be;
+	struct ibv_wc wc;
+
+	REQUIRE(rdma_create_id(ch, &l, NULL, RDMA_PS_IB) == 0);
+	REQUIRE(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(l, 4) == 0);
+
+	/* An XRC_RECV QP cannot start a connection. */
+	bad = client(RDMA_PS_IB, rdma_get_src_port(l));
+	make_qp(bad, IBV_QPT_XRC_RECV);
+	CHECK(bad->qp && bad->qp->qp_type == IBV_QPT_XRC_RECV);
+	CHECK(!bad->send_cq && !bad->recv_cq);	/* no queues of its own */
+	CHECK(rdma_connect(bad, NULL) == -1 && errno == EINVAL);
+	rdma_destroy_qp(bad);
+
+	/* An XRC REQ answered by an RC QP: EINVAL; the application rejects. */
+	make_qp(bad, IBV_QPT_XRC_SEND);
+	CHECK(bad->send_cq && !bad->recv_cq);	/* no receive side */
+	REQUIRE(rdma_connect(bad, NULL) == 0);
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK_EQ(s->qp_type, IBV_QPT_XRC_RECV);
+	make_qp(s, IBV_QPT_RC);
+	CHECK(rdma_accept(s, NULL) == -1 && errno == EINVAL);
+	REQUIRE(rdma_reject(s, NULL, 0) == 0);
+	ev = expect(RDMA_CM_EVENT_REJECTED, 2000);
+	if (ev) {
+		CHECK(ev->id == bad);
+		rdma_ack_cm_event(ev);
+	}
+	drop_conn(s);
+	drop_conn(bad);
+
+	/* The real thing. */
+	c = client(RDMA_PS_IB, rdma_get_src_port(l));
+	make_qp(c, IBV_QPT_XRC_SEND);
+	REQUIRE(rdma_connect(c, NULL) == 0);
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK_EQ(s->qp_type, IBV_QPT_XRC_RECV);
+
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+
+	REQUIRE(rdma_create_srq(s, NULL, &sa) == 0);
+	REQUIRE(s->srq && s->recv_cq && s->recv_cq_channel);
+	REQUIRE(ibv_get_srq_num(s->srq, &srqn) == 0);
+	make_qp(s, IBV_QPT_XRC_RECV);
+	CHECK(s->qp->qp_type == IBV_QPT_XRC_RECV);
+
+	struct ibv_mr *smr = ibv_reg_mr(s->pd, got, sizeof(got), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *cmr = ibv_reg_mr(c->pd, msg, sizeof(msg), IBV_ACCESS_LOCAL_WRITE);
+
+	REQUIRE(smr && cmr);
+	struct ibv_sge rs = { (uintptr_t)got, sizeof(got), smr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 }, *brw;
+
+	memset(got, 0, sizeof(got));
+	REQUIRE(ibv_post_srq_recv(s->srq, &rwr, &brw) == 0);
+	srqn_be = htonl(srqn);
+	struct rdma_conn_param p = { .private_data = &srqn_be, .private_data_len = 4 };
+
+	REQUIRE(rdma_accept(s, &p) == 0);
+	uint32_t peer_srqn = 0;
+
+	for (int k = 0; k < 2; k++) {
+		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+		REQUIRE(ev);
+		if (ev->id == c) {
+			REQUIRE(ev->param.conn.private_data_len >= 4);
+			memcpy(&peer_srqn, ev->param.conn.private_data, 4);
+			peer_srqn = ntohl(peer_srqn);
+		}
+		rdma_ack_cm_event(ev);
+	}
+	CHECK_EQ(peer_srqn, srqn);
+	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_RTS);
+	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_RTS);
+
+	fill(msg, sizeof(msg), 9);
+	struct ibv_sge ss = { (uintptr_t)msg, sizeof(msg), cmr->lkey };
+	struct ibv_send_wr swr = { .wr_id = 8, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *bsw;
+
+	swr.qp_type.xrc.remote_srqn = peer_srqn;
+	REQUIRE(ibv_post_send(c->qp, &swr, &bsw) == 0);
+	CHECK_EQ(wait_comp(s->recv_cq, s->recv_cq_channel, &wc, 5000), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 7);
+	CHECK_EQ(wc.byte_len, sizeof(msg));
+	CHECK(!memcmp(got, msg, sizeof(msg)));
+	CHECK_EQ(wait_comp(c->send_cq, c->send_cq_channel, &wc, 5000), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 8);
+
+	REQUIRE(rdma_disconnect(c) == 0);
+	for (int k = 0; k < 2; k++) {
+		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
+	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
+	ibv_dereg_mr(cmr);
+	ibv_dereg_mr(smr);
+	rdma_destroy_qp(s);
+	rdma_destroy_srq(s);
+	CHECK(!s->srq && !s->recv_cq && !s->recv_cq_channel);
+	drop_conn(s);
+	drop_conn(c);
+	rdma_destroy_id(l);
+}
+
 int main(void)
 {
 	struct sockaddr_in a = loop_addr(0);
@@ -441,6 +602,7 @@ int main(void)
 	test_no_listener();
 	test_relisten();
 	test_ud();
+	test_xrc();
 	rdma_destroy_id(listen);
 	rdma_destroy_event_channel(ch);
 	return sr_test_done("test_cm_conn");

@@ -13,7 +13,8 @@
 #   udaddy                UD through rdma_cm (SIDR), ibv_create_ah_from_wc on the server
 #   cmtime -c 200         200 connections set up and torn down
 #   rdma_server/client    the synchronous rdma_create_ep API
-#   rdma_xserver/xclient  the same in RC mode (-c r)
+#   rdma_xserver/xclient  the same in RC mode (-c r), and in XRC mode (-c x: RDMA_PS_IB, an
+#                         XRC_SEND QP to an XRC_RECV QP, the SRQ number in the REP)
 #   mckey                 two receivers and a sender on one multicast group; each receiver
 #                         exits 0 only after receiving every message
 #
@@ -193,12 +194,21 @@ run_all() {
 		sr_expect_grep "$MODE.rdma_client: completed" 'rdma_client: end 0' "$SR_TMP/$MODE.rdma_server.cli.out"
 
 	# rdma_xserver/rdma_xclient in RC mode (-c r): the client posts 16 bytes inline on a QP
-	# that asked for no inline data (accepted, as by rxe). XRC mode (-c x) needs XRC QP types
-	# in librdmacm: not yet.
+	# that asked for no inline data (accepted, as by rxe).
 	port=$(cm_port)
 	cm_pair rdma_xserver "$port" 60 "rdma_xserver -p $port -c r" "rdma_xclient -s $SRV_IP -p $port -c r" &&
 		sr_expect_grep "$MODE.rdma_xclient: completed" 'rdma_xclient: end 0' \
 			"$SR_TMP/$MODE.rdma_xserver.cli.out"
+	# ... and in XRC mode (-c x, RDMA_PS_IB): an XRC_SEND QP connected to an XRC_RECV QP, the
+	# server's XRC SRQ number in the REP's private data, one send naming it. The server exits
+	# 0 only once the SRQ's receive completed.
+	port=$(cm_port)
+	cm_pair rdma_xserver_xrc "$port" 60 "rdma_xserver -p $port -c x" \
+		"rdma_xclient -s $SRV_IP -p $port -c x" &&
+		sr_expect_grep "$MODE.rdma_xclient_xrc: completed" 'rdma_xclient: end 0' \
+			"$SR_TMP/$MODE.rdma_xserver_xrc.cli.out" &&
+		sr_expect_grep "$MODE.rdma_xserver_xrc: received" 'rdma_xserver: end 0' \
+			"$SR_TMP/$MODE.rdma_xserver_xrc.srv.out"
 
 	run_mckey
 }
