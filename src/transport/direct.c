@@ -418,6 +418,24 @@ static bool peer_valid(struct sr_dpeer *pe)
 	return h && atomic_load_explicit(&h->open, memory_order_acquire);
 }
 
+/* Takes pe's mapping out of use (d->lock held). It is not unmapped: another of our threads
+ * may be copying through it right now; it goes at close. */
+static void peer_retire(struct sr_direct *d, struct sr_dpeer *pe)
+{
+	struct sr_dpeer *old;
+
+	if (!pe->map)
+		return;
+	old = calloc(1, sizeof(*old));
+	if (!old)
+		return;	/* kept in use: its copies fail and fall back */
+	old->map = pe->map;
+	old->len = pe->len;
+	old->next = d->dead;
+	d->dead = old;
+	pe->map = NULL;
+}
+
 static void peer_open(struct sr_direct *d, struct sr_dpeer *pe)
 {
 	char dir[256], name[160];
@@ -444,18 +462,7 @@ static void peer_open(struct sr_direct *d, struct sr_dpeer *pe)
 		munmap(h, (size_t)st.st_size);	/* not a live softrdma table */
 		goto out;
 	}
-	if (pe->map) {
-		/* Replaced (the peer restarted): another of our threads may still copy through
-		 * the old mapping; it goes at close. */
-		struct sr_dpeer *old = calloc(1, sizeof(*old));
-
-		if (old) {
-			old->map = pe->map;
-			old->len = pe->len;
-			old->next = d->dead;
-			d->dead = old;
-		}
-	}
+	peer_retire(d, pe);	/* the peer restarted: its old table */
 	pe->map = h;
 	pe->len = (size_t)st.st_size;
 	pe->pid = (pid_t)h->pid;
@@ -494,26 +501,11 @@ static struct sr_dpeer *peer_get(struct sr_direct *d, const struct sr_addr *a)
 static void peer_refused(struct sr_direct *d, struct sr_dpeer *pe, int err)
 {
 	pthread_mutex_lock(&d->lock);
-	/* Not unmapped here: another thread may be copying through it. */
 	pe->retry_ns = sr_now_ns() + (err == EPERM ? PEER_EPERM_RETRY_NS : PEER_RETRY_NS);
 	if (err == EPERM)
 		sr_info("direct path to pid %d refused (EPERM: another user, Yama or a "
 			"non-dumpable process); using packets", (int)pe->pid);
-	if (pe->map && !(err == EPERM || err == ESRCH))
-		goto out;
-	/* Make it look closed to us: peer_get re-opens after retry_ns. */
-	if (pe->map) {
-		struct sr_dpeer *old = calloc(1, sizeof(*old));
-
-		if (old) {
-			old->map = pe->map;
-			old->len = pe->len;
-			old->next = d->dead;
-			d->dead = old;
-			pe->map = NULL;
-		}
-	}
-out:
+	peer_retire(d, pe);	/* closed to us: peer_get looks again after retry_ns */
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -299,29 +299,30 @@ static void test_access_errors(struct tgt *t)
 	uint64_t ra = t->ti.ep.addr;
 	int64_t f0 = vu_stat("direct_fallbacks"), n0 = tstat(t, "access_naks_sent");
 
+	const struct {
+		const char *what;
+		enum ibv_wr_opcode op;
+		uint32_t len;
+		uint64_t raddr;
+		uint32_t rkey;
+	} bad[] = {
+		{ "a key of another generation", IBV_WR_RDMA_WRITE, 8192, ra, t->ti.ep.rkey ^ 0x5a },
+		{ "past the end of the MR", IBV_WR_RDMA_WRITE, 8192, ra + MRLEN - 4096,
+		  t->ti.ep.rkey },
+		{ "an MR without remote write", IBV_WR_RDMA_WRITE, 4096, t->ti.ro_addr,
+		  t->ti.ro_rkey },
+		{ "a READ past the end", IBV_WR_RDMA_READ, 8192, ra + MRLEN - 4096, t->ti.ep.rkey },
+	};
+
 	tcmd(t, 'F', 0, TLEN, 0x11);
 	vu_fill(lb.p, 8192, 13);
-	/* A key of another generation (the tag differs). */
-	CHECK_EQ(vu_post_rdma(qp, 10, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 8192, ra,
-			      t->ti.ep.rkey ^ 0x5a, IBV_SEND_SIGNALED), 0);
-	WAIT_WC(scq, 10, IBV_WC_REM_ACCESS_ERR, -1);
-	reconnect(t, 14, 7);
-	/* Past the end of the MR (into the guard). */
-	CHECK_EQ(vu_post_rdma(qp, 11, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 8192, ra + MRLEN - 4096,
-			      t->ti.ep.rkey, IBV_SEND_SIGNALED), 0);
-	WAIT_WC(scq, 11, IBV_WC_REM_ACCESS_ERR, -1);
-	reconnect(t, 14, 7);
-	/* An MR without remote write. */
-	CHECK_EQ(vu_post_rdma(qp, 12, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 4096, t->ti.ro_addr,
-			      t->ti.ro_rkey, IBV_SEND_SIGNALED), 0);
-	WAIT_WC(scq, 12, IBV_WC_REM_ACCESS_ERR, -1);
-	reconnect(t, 14, 7);
-	/* A READ past the end. */
-	CHECK_EQ(vu_post_rdma(qp, 13, IBV_WR_RDMA_READ, lb.mr, lb.p, 8192, ra + MRLEN - 4096,
-			      t->ti.ep.rkey, IBV_SEND_SIGNALED), 0);
-	WAIT_WC(scq, 13, IBV_WC_REM_ACCESS_ERR, -1);
-	reconnect(t, 14, 7);
-
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		printf("access error: %s\n", bad[i].what);
+		CHECK_EQ(vu_post_rdma(qp, 10 + i, bad[i].op, lb.mr, lb.p, bad[i].len, bad[i].raddr,
+				      bad[i].rkey, IBV_SEND_SIGNALED), 0);
+		WAIT_WC(scq, 10 + i, IBV_WC_REM_ACCESS_ERR, -1);
+		reconnect(t, 14, 7);	/* the error took both QPs to ERR */
+	}
 	CHECK_EQ(tcmd(t, 'B', 0, TLEN, 0x11), -1);	/* not a byte written anywhere */
 	CHECK_EQ(vu_stat("direct_fallbacks") - f0, 4);
 	CHECK_EQ(tstat(t, "access_naks_sent") - n0, 4);
