@@ -2,8 +2,8 @@
 /*
  * The same-host direct path (docs/direct.md), between two processes: a forked target serves
  * commands over a socketpair, the parent is the requester.
- *  - WRITE and READ (1 MiB, several SGEs, inline) move the data with no packet reaching the
- *    target (its rx_packets stay put) and complete at once;
+ *  - WRITE and READ (1 MiB, several SGEs, inline, an MR registered at another IOVA) move the
+ *    data with no packet reaching the target (its rx_packets stay put) and complete at once;
  *  - a bad rkey, a range outside the MR, an MR without remote write: the WR goes as packets
  *    and fails with REM_ACCESS_ERR from the target's responder; nothing is written;
  *  - ordering: a WRITE posted behind a SEND that waits for a receive buffer (RNR) is not
@@ -37,13 +37,15 @@ struct target_info {
 	struct vu_endpoint ep;		/* QP and the main MR */
 	uint32_t ro_rkey;		/* MR without remote write (remote read only) */
 	uint64_t ro_addr;
+	uint32_t iova_rkey;		/* MR at IOVA over buf[MRLEN, MRLEN + 64 KiB) */
 };
+#define IOVA 0x40000000ull
 
 struct target {
 	struct vu_dev d;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct ibv_mr *mr, *ro, *rmr;
+	struct ibv_mr *mr, *ro, *rmr, *iv;
 	uint8_t *buf, *rbuf;
 };
 
@@ -69,6 +71,7 @@ static int target_connect(int sock, struct target *t)
 	me.ep.len = MRLEN;
 	me.ro_rkey = t->ro->rkey;
 	me.ro_addr = (uintptr_t)t->buf + TLEN - ROLEN;
+	me.iova_rkey = t->iv->rkey;
 	if (vu_sock_send(sock, &me, sizeof(me)) || vu_sock_recv(sock, &peer, sizeof(peer)))
 		return 2;
 	vu_conn_cfg_default(&c);
@@ -97,8 +100,9 @@ static int target(int sock, void *arg)
 	t.ro = ibv_reg_mr(t.d.pd, t.buf + TLEN - ROLEN, ROLEN,
 			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	t.rmr = ibv_reg_mr(t.d.pd, t.rbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	t.iv = ibv_reg_mr_iova(t.d.pd, t.buf + MRLEN, 65536, IOVA, VU_ACCESS_ALL);
 	t.cq = ibv_create_cq(t.d.ctx, 256, NULL, NULL, 0);
-	if (!t.mr || !t.ro || !t.rmr || !t.cq)
+	if (!t.mr || !t.ro || !t.rmr || !t.iv || !t.cq)
 		return 12;
 	long ready = target_connect(sock, &t);
 
@@ -287,8 +291,20 @@ static void test_write_read(struct tgt *t)
 	WAIT_WC(scq, 6, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
 	CHECK_EQ(vu_check_byte(lb.p, ROLEN, 0x33), -1);
 
-	CHECK_EQ(vu_stat("direct_writes") - w0, 4);
-	CHECK_EQ(vu_stat("direct_reads") - r0, 2);
+	/* An MR registered at an IOVA other than its address: translated, not taken as is. */
+	vu_fill(lb.p, 8192, 19);
+	CHECK_EQ(vu_post_rdma(qp, 7, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 8192, IOVA + 4096,
+			      t->ti.iova_rkey, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(tcmd(t, 'C', MRLEN + 4096, 8192, 19), -1);
+	memset(lb.p, 0, 8192);
+	CHECK_EQ(vu_post_rdma(qp, 8, IBV_WR_RDMA_READ, lb.mr, lb.p, 8192, IOVA + 4096,
+			      t->ti.iova_rkey, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 8, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	CHECK_EQ(vu_check(lb.p, 8192, 19), -1);
+
+	CHECK_EQ(vu_stat("direct_writes") - w0, 5);
+	CHECK_EQ(vu_stat("direct_reads") - r0, 3);
 	/* Nothing reached the target as packets: 2 MiB of WRITEs are 2048 packets otherwise. */
 	CHECK(tstat(t, "rx_packets") - rx0 < 10);
 }
