@@ -318,7 +318,7 @@ void sr_direct_close(struct sr_nic *nic)
 	nic->direct = NULL;
 }
 
-void sr_direct_mr_publish(struct sr_mr *mr)
+static void key_write(struct sr_mr *mr, bool live)
 {
 	struct sr_direct *d = mr->nic->direct;
 	struct dkey *k;
@@ -328,7 +328,7 @@ void sr_direct_mr_publish(struct sr_mr *mr)
 	k = key_ent(d->map, mr->index);
 	seq_write_begin(&k->seq);
 	memset(&k->d, 0, sizeof(k->d));
-	if (!mr->fr && mr->ibmr.rkey) {
+	if (live && !mr->fr && mr->ibmr.rkey) {
 		k->d.key = mr->ibmr.rkey;
 		k->d.access = mr->access;
 		k->d.pd = (uint64_t)(uintptr_t)mr->pd;
@@ -339,17 +339,14 @@ void sr_direct_mr_publish(struct sr_mr *mr)
 	seq_write_end(&k->seq);
 }
 
+void sr_direct_mr_publish(struct sr_mr *mr)
+{
+	key_write(mr, true);
+}
+
 void sr_direct_mr_withdraw(struct sr_mr *mr)
 {
-	struct sr_direct *d = mr->nic->direct;
-	struct dkey *k;
-
-	if (!d || !d->map || mr->index >= d->map->nkey)
-		return;
-	k = key_ent(d->map, mr->index);
-	seq_write_begin(&k->seq);
-	memset(&k->d, 0, sizeof(k->d));
-	seq_write_end(&k->seq);
+	key_write(mr, false);
 }
 
 void sr_direct_mr_wait(struct sr_mr *mr)

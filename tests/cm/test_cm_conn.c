@@ -106,6 +106,22 @@ static int qp_state(struct ibv_qp *qp, struct ibv_qp_attr *a)
 	return a->qp_state;
 }
 
+/* rdma_disconnect(c): DISCONNECTED on both sides, both QPs in ERR. */
+static void disconnect_both(struct rdma_cm_id *c, struct rdma_cm_id *s)
+{
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+
+	REQUIRE(rdma_disconnect(c) == 0);
+	for (int k = 0; k < 2; k++) {
+		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
+	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
+}
+
 static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 {
 	uint8_t req[57], rep[197], msg[1024], got[1024];
@@ -196,14 +212,7 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	CHECK_EQ(n, 1);
 
 	/* rdma_disconnect: DISCONNECTED on both sides, both QPs in ERR. */
-	REQUIRE(rdma_disconnect(c) == 0);
-	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
-		if (ev)
-			rdma_ack_cm_event(ev);
-	}
-	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
-	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
+	disconnect_both(c, s);
 	ibv_dereg_mr(cmr);
 	ibv_dereg_mr(smr);
 	rdma_destroy_qp(c);
@@ -567,14 +576,7 @@ static void test_xrc(void)
 	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
 	CHECK_EQ(wc.wr_id, 8);
 
-	REQUIRE(rdma_disconnect(c) == 0);
-	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
-		if (ev)
-			rdma_ack_cm_event(ev);
-	}
-	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
-	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
+	disconnect_both(c, s);
 	ibv_dereg_mr(cmr);
 	ibv_dereg_mr(smr);
 	rdma_destroy_qp(s);

@@ -17,36 +17,11 @@ need_build
 need_root
 need_cmd ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_devinfo ss timeout
 
-NSA=sr-a-$$
-NSB=sr-b-$$
-VA=sra$$	# interface names: at most 15 characters
-VB=srb$$
-# A private /24 unlikely to clash with anything (the namespaces are private anyway).
-NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-IPA=$NET.1
-IPB=$NET.2
-
-sr_at_exit "ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null"
-setup() {
-	ip netns add "$NSA" && ip netns add "$NSB" &&
-		ip link add "$VA" type veth peer name "$VB" &&
-		ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
-		ip -n "$NSA" addr add "$IPA/24" dev "$VA" && ip -n "$NSB" addr add "$IPB/24" dev "$VB" &&
-		ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
-		ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up
-}
-if ! setup >"$SR_TMP/setup.out" 2>&1; then
-	ip link del "$VA" 2>/dev/null	# if it never reached its namespace
-	sr_fail "could not set up namespaces $NSA/$NSB and veth $VA/$VB"
-	sr_tail "$SR_TMP/setup.out" >&2
+if ! sr_netns_pair srp; then
+	sr_fail "could not set up the namespaces and the veth pair"
 	sr_finish
 fi
-# Both ends carrier-up (veth reports LOWER_UP once both sides are up).
-for ((i = 0; i < 100; i++)); do
-	ip -n "$NSA" link show "$VA" | grep -q LOWER_UP && ip -n "$NSB" link show "$VB" | grep -q LOWER_UP &&
-		break
-	sleep 0.05
-done
+NSA=$SR_NSA NSB=$SR_NSB VA=$SR_VA VB=$SR_VB IPA=$SR_NET.1 IPB=$SR_NET.2
 echo "namespaces $NSA ($VA $IPA) and $NSB ($VB $IPB)"
 
 SR_SRV_NS=$NSA

@@ -249,24 +249,16 @@ echo "=== loopback"
 run_all
 
 # ---- two network namespaces joined by a veth pair (root only) ------------------------------
-if [ "$(id -u)" != 0 ] || ! ip netns add "sr-probe-$$" >/dev/null 2>&1; then
+if ! sr_netns_usable; then
 	echo "NOTE: not root or no network namespaces here: the namespace half is skipped"
 	sr_finish
 fi
-ip netns del "sr-probe-$$"
-NSA=sr-cma-$$ NSB=sr-cmb-$$ VA=sca$$ VB=scb$$
-NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-sr_at_exit "ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null"
-if ip netns add "$NSA" && ip netns add "$NSB" &&
-	ip link add "$VA" type veth peer name "$VB" &&
-	ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
-	ip -n "$NSA" addr add "$NET.1/24" dev "$VA" && ip -n "$NSB" addr add "$NET.2/24" dev "$VB" &&
-	ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
-	ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up &&
-	ip -n "$NSA" route add 224.0.0.0/4 dev "$VA" && ip -n "$NSB" route add 224.0.0.0/4 dev "$VB"
+if sr_netns_pair sca &&
+	ip -n "$SR_NSA" route add 224.0.0.0/4 dev "$SR_VA" &&
+	ip -n "$SR_NSB" route add 224.0.0.0/4 dev "$SR_VB"
 then
-	echo "=== namespaces $NSA ($NET.1 on $VA) and $NSB ($NET.2 on $VB)"
-	SRV_NS=$NSA CLI_NS=$NSB SRV_IP=$NET.1 CLI_IP=$NET.2 SRV_DEV=$VA CLI_DEV=$VB MODE=ns
+	echo "=== namespaces $SR_NSA ($SR_NET.1 on $SR_VA) and $SR_NSB ($SR_NET.2 on $SR_VB)"
+	SRV_NS=$SR_NSA CLI_NS=$SR_NSB SRV_IP=$SR_NET.1 CLI_IP=$SR_NET.2 SRV_DEV=$SR_VA CLI_DEV=$SR_VB MODE=ns
 	run_all
 else
 	sr_fail "could not set up the namespaces and the veth pair"

@@ -298,26 +298,16 @@ rs_preload
 
 # ---- the same between two network namespaces joined by a veth pair (root only) --------------
 # rstream's sweep, rcopy, udpong and librspreload, each side's device bound to its veth.
-if [ "$(id -u)" != 0 ] || ! ip netns add "sr-probe-$$" >/dev/null 2>&1; then
+if ! sr_netns_usable; then
 	echo "NOTE: not root or no network namespaces here: the namespace half is skipped"
 	sr_finish
 fi
-ip netns del "sr-probe-$$"
-NSA=sr-rsa-$$ NSB=sr-rsb-$$ VA=rsa$$ VB=rsb$$
-NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-sr_at_exit "ip netns del $NSA 2>/dev/null; ip netns del $NSB 2>/dev/null"
-if ip netns add "$NSA" && ip netns add "$NSB" &&
-	ip link add "$VA" type veth peer name "$VB" &&
-	ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
-	ip -n "$NSA" addr add "$NET.1/24" dev "$VA" && ip -n "$NSB" addr add "$NET.2/24" dev "$VB" &&
-	ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
-	ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up &&
-	ip -n "$NSA" link set "$VA" mtu 9000 && ip -n "$NSB" link set "$VB" mtu 9000
+if sr_netns_pair rss 9000
 then
 	# MTU 9000: a RoCE MTU of 4096 as on loopback, so udpong's datagrams up to 1.5 KiB fit
 	# (at 1500 the RoCE MTU is 1024 and rsend rightly says EMSGSIZE, as over UD on rxe).
-	echo "=== namespaces $NSA ($NET.1 on $VA) and $NSB ($NET.2 on $VB)"
-	RS_SRV_NS=$NSA RS_CLI_NS=$NSB RS_SRV_DEV=$VA RS_CLI_DEV=$VB RS_MODE=ns. HOST=$NET.1
+	echo "=== namespaces $SR_NSA ($SR_NET.1 on $SR_VA) and $SR_NSB ($SR_NET.2 on $SR_VB)"
+	RS_SRV_NS=$SR_NSA RS_CLI_NS=$SR_NSB RS_SRV_DEV=$SR_VA RS_CLI_DEV=$SR_VB RS_MODE=ns. HOST=$SR_NET.1
 	rs_stream_pair ns.rstream rstream
 	rs_rcopy
 	rs_udpong
