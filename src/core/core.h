@@ -86,6 +86,7 @@ struct sr_nic {
 	unsigned ifmtu;			/* interface MTU */
 	enum ibv_mtu active_mtu;
 	uint32_t seg_max;		/* large segments offered to softrdma peers (0: none) */
+	uint8_t bth_mark;		/* BTH byte 4 bits of every packet sent (SR_BTH_SR_MARK) */
 	int fd;				/* the UDP socket */
 	int epfd, evfd;			/* progress thread: epoll set, wake-up eventfd */
 	pthread_t thread;
@@ -478,6 +479,7 @@ struct sr_swqe {
 		} aw;
 	} u;
 	uint32_t rd_end_psn;		/* READ: last PSN of the READ request last issued (req.c) */
+	uint32_t seg;			/* payload per packet, fixed when it starts (req.c) */
 };
 
 /* Work request opcodes of softrdma's own API (include/softrdma/softrdma.h): REG_MR takes the
@@ -604,6 +606,7 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint32_t wrkey;
 	uint32_t wleft;
 	uint32_t wlen;			/* WRITE total length (for WRITE_WITH_IMM byte_len) */
+	uint32_t seg;			/* payload of each packet of the SEND/WRITE in progress */
 	struct sr_rwqe *rwqe;		/* owned copy; max_sge entries */
 	struct sr_res *res;		/* max_dest_rd_atomic entries */
 	uint32_t nres, res_next;
@@ -632,6 +635,7 @@ struct sr_qp {
 	struct sr_addr peer;		/* RC/UC: the destination from attr.ah_attr */
 	uint32_t mtu;			/* path MTU in bytes (or the agreed large segment) */
 	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
+	uint32_t peer_seg;		/* in-band offer seen in the peer's packets (BTH resv6) */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;

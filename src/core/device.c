@@ -238,6 +238,9 @@ static int nic_choose_addr(struct sr_nic *nic)
 	nic->ifmtu = if_mtu(ifname);
 	nic->active_mtu = mtu_enum_for(nic->ifmtu);
 	nic->seg_max = seg_for(nic->ifmtu);
+	/* The in-band offer every packet carries (BTH resv6, wire/hdr.h). */
+	nic->bth_mark = (uint8_t)(SR_BTH_SR_MARK |
+				  (p->seg_inband ? (nic->seg_max / 4096) & SR_BTH_SR_UNITS : 0));
 	nic->addr.port = d->index == 0 ? (uint16_t)p->port : SR_ROCEV2_UDP_PORT;
 	return 0;
 }

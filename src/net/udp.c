@@ -406,6 +406,7 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	if (npay > SR_MAX_SGE + 2)
 		return -EINVAL;
 	tuple(&t, &nic->addr, dst);
+	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
 	sr_icrc_begin(&c, &t, len);
 	sr_icrc_bth(&c, hdr);
 	sr_icrc_update(&c, (uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);

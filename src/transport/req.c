@@ -23,6 +23,7 @@
 #include <errno.h>
 
 #include "core/log.h"
+#include "core/param.h"
 #include "transport/xport.h"
 
 static uint8_t send_opcode(uint8_t tr, bool first, bool last, bool imm, bool inv)
@@ -78,7 +79,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 {
 	uint8_t hdr[SR_MAX_HDR] __attribute__((aligned(8)));
 	uint8_t tr = sr_qp_tr(qp);
-	uint32_t off = qp->req.offset, mtu = qp->mtu, paylen = 0, dqpn;
+	uint32_t off = qp->req.offset, mtu = w->seg, paylen = 0, dqpn;
 	bool first, last, ackreq = false, se = false;
 	const struct sr_addr *dst;
 	struct sr_sgl sgl = { .n = 0 };
@@ -216,8 +217,9 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	if (sr_psn_lt(qp->req.psn, qp->req.high_psn))
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retransmits);	/* sent before */
 	if (sgl.n > SR_XMIT_MAX_IOV) {
-		/* Many SGEs over scattered pages: more pieces than the socket path takes. */
-		uint8_t flat[4096];
+		/* Many SGEs over scattered pages: more pieces than the socket path takes. A packet
+		 * is up to a large segment (not one 4 KiB page): the largest UDP payload. */
+		static __thread uint8_t flat[65536];
 
 		sr_iov_copy_out(sgl.iov, sgl.n, flat, paylen);
 		struct iovec one = { flat, paylen };
@@ -228,6 +230,25 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	}
 	sr_sgl_release(&sgl);
 	return covered;
+}
+
+/*
+ * The payload of each packet of WQE w, fixed when it starts: the QP's MTU (the path MTU, or
+ * the segment rdma_cm agreed), or on an RC/UC connection with a 4096-byte path MTU that
+ * rdma_cm did not set up, the largest segment both NICs take, once the peer has offered it
+ * in its packets (BTH resv6; param seg_inband). READ responses keep the MTU: the responder
+ * cuts them and both sides count their PSNs alike. Its first packet may go at the path MTU
+ * before any packet of the peer was seen: the offer is per message, never mid-message.
+ */
+static uint32_t req_seg(struct sr_qp *qp, const struct sr_swqe *w)
+{
+	uint32_t s = qp->peer_seg < qp->nic->seg_max ? qp->peer_seg : qp->nic->seg_max;
+
+	if (w->opcode == IBV_WR_RDMA_READ || sr_op_is_one_pkt(w->opcode) || qp->seg ||
+	    (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) ||
+	    qp->attr.path_mtu != IBV_MTU_4096 || !sr_params()->seg_inband || s <= qp->mtu)
+		return qp->mtu;
+	return s;
 }
 
 /* Executes a local operation (BIND_MW, LOCAL_INV, REG_MR): 0 or an ibv_wc_status. */
@@ -342,7 +363,7 @@ static void catch_up(struct sr_qp *qp)
 		if (w->state != SR_WQE_POSTED && sr_psn_in(qp->comp.psn, w->first_psn, w->last_psn) &&
 		    !sr_op_is_rd_atomic(w->opcode)) {
 			w->state = SR_WQE_SENDING;
-			qp->req.offset = (uint32_t)sr_psn_diff(qp->comp.psn, w->first_psn) * qp->mtu;
+			qp->req.offset = (uint32_t)sr_psn_diff(qp->comp.psn, w->first_psn) * w->seg;
 			qp->req.psn = qp->comp.psn;
 		}
 	}
@@ -431,7 +452,8 @@ void sr_req_progress(struct sr_qp *qp)
 				qp->req.rd_atomic++;
 			}
 			w->first_psn = qp->req.psn;
-			w->npkts = sr_op_is_one_pkt(w->opcode) ? 1 : sr_npkts(w->length, qp->mtu);
+			w->seg = req_seg(qp, w);
+			w->npkts = sr_op_is_one_pkt(w->opcode) ? 1 : sr_npkts(w->length, w->seg);
 			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 			w->rd_end_psn = sr_psn_add(w->first_psn, -1);	/* no piece asked for yet */
 			w->state = SR_WQE_SENDING;
@@ -515,7 +537,7 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 
 		qp->comp.rtt_valid = false;	/* Karn: no RTT sample across a resend */
 		qp->req.psn = psn;
-		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * qp->mtu;
+		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * w->seg;
 		qp->req.force_ackreq = true;
 		n = req_xmit(qp, i, w);
 		qp->req.force_ackreq = false;
@@ -544,7 +566,7 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 			qp->req.idx = i;
 			qp->req.offset = sr_op_is_rd_atomic(w->opcode) && w->opcode != IBV_WR_RDMA_READ
 						 ? 0
-						 : k * qp->mtu;
+						 : k * w->seg;
 			qp->req.psn = psn;
 			w->state = SR_WQE_SENDING;
 			/* Later WQEs already sent keep their PSNs and are resent in turn. */

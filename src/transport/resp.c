@@ -231,12 +231,30 @@ static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t le
 }
 
 /* ---- RC/UC operations -------------------------------------------------------------------- */
+/*
+ * FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (IBA 9.7.3.1?). A
+ * softrdma peer (BTH resv6 marked) on a 4096-byte path may send larger packets, a multiple of
+ * 4 KiB that this NIC takes (in-band large segments, req.c req_seg): the FIRST packet's
+ * payload is then the message's segment, which every MIDDLE must match.
+ */
 static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 {
-	/* FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (IBA 9.7.3.1?). */
+	bool large = sr_bth_sr_marked(sr_pkt_bth(pkt)) && !qp->seg &&
+		     qp->attr.path_mtu == IBV_MTU_4096 && sr_params()->seg_inband &&
+		     (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) &&
+		     pkt->paylen <= qp->nic->seg_max;
+
+	if (pkt->mask & SR_M_START) {
+		qp->resp.seg = qp->mtu;
+		if (pkt->paylen > qp->mtu) {
+			if (!large || ((pkt->paylen & 4095) && !(pkt->mask & SR_M_END)))
+				return false;
+			qp->resp.seg = pkt->paylen;
+		}
+	}
 	if (pkt->mask & SR_M_END)
-		return pkt->paylen <= qp->mtu;
-	return pkt->paylen == qp->mtu;
+		return pkt->paylen <= qp->resp.seg;
+	return pkt->paylen == qp->resp.seg;
 }
 
 static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
@@ -297,8 +315,9 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 }
 
 /* Pieces a packet's worth of memory can need: a fast-registration map splits it at page
- * boundaries (pages of at least 4 KiB, a packet of at most 4 KiB). */
-#define SR_PKT_IOV 4
+ * boundaries (pages of at least 4 KiB; a packet of up to a large segment, less than 64 KiB,
+ * crosses at most 16 of them, plus partial pages at both ends). */
+#define SR_PKT_IOV 18
 
 static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 {

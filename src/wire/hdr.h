@@ -60,6 +60,13 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
 #define SR_BTH_FECN 0x80000000u
 #define SR_BTH_BECN 0x40000000u
 #define SR_BTH_QPN_MASK 0x00ffffffu
+/* softrdma's own use of the 6 reserved bits of BTH byte 4 (resv6, after FECN and BECN). IBA
+ * has them sent as 0 and ignored on receive, and the ICRC masks the whole byte (switches may
+ * set FECN/BECN), so other stacks neither see nor check them. A softrdma sender sets bit 5
+ * and, in bits 0-4, the largest packet payload its NIC takes, in 4 KiB units (0: none beyond
+ * the path MTU): the offer of in-band large segments (docs/cm.md, Large segments). */
+#define SR_BTH_SR_MARK 0x20u		/* in byte 4 */
+#define SR_BTH_SR_UNITS 0x1fu
 #define SR_BTH_ACKREQ 0x80000000u
 #define SR_BTH_PSN_MASK 0x00ffffffu
 #define SR_DEFAULT_PKEY 0xffff
@@ -76,6 +83,12 @@ static inline bool sr_bth_fecn(const struct sr_bth *b) { return sr_ld_be32(b->qp
 static inline bool sr_bth_becn(const struct sr_bth *b) { return sr_ld_be32(b->qpn) & SR_BTH_BECN; }
 static inline bool sr_bth_ackreq(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_ACKREQ; }
 static inline uint32_t sr_bth_psn(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_PSN_MASK; }
+static inline bool sr_bth_sr_marked(const struct sr_bth *b) { return b->qpn[0] & SR_BTH_SR_MARK; }
+/* The payload a softrdma sender's NIC takes (bytes; 0: unmarked or nothing beyond the MTU). */
+static inline uint32_t sr_bth_sr_seg(const struct sr_bth *b)
+{
+	return sr_bth_sr_marked(b) ? (uint32_t)(b->qpn[0] & SR_BTH_SR_UNITS) * 4096u : 0;
+}
 
 /* Writes a whole BTH. Reserved bits are written as zero (IBA: sent as 0, ignored on receive). */
 static inline void sr_bth_build(struct sr_bth *b, uint8_t opcode, bool se, bool mig, unsigned pad,

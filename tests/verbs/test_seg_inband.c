@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-band large segments (docs/cm.md, "Large segments"): on an RC connection with a 4096-byte
+ * path MTU that rdma_cm did not set up, a softrdma requester sends SEND/WRITE packets of the
+ * size its peer offers in the BTH reserved bits, once it has seen one of its packets.
+ *  - the first 1 MiB SEND, before any packet of the peer was seen, goes at 4096 bytes per
+ *    packet; the next ones at the loopback segment (61440: 18 packets), data intact;
+ *  - the same for WRITE (with the same-host direct path off, so that WRITE takes packets);
+ *  - READ responses stay at the path MTU (both sides count their PSNs alike);
+ *  - a path MTU of 1024 gets no large segments;
+ *  - with SOFTRDMA_SEG_INBAND=0 (a forked child) nothing changes size;
+ *  - a large segment WRITE into a fast-registration MR whose pages are scattered (each
+ *    61440-byte packet lands in 16 pieces) lands page by page where the map says.
+ * Loss, duplication and reordering of large packets are covered by test_fault_integrity and
+ * test_pingpong_fault, which now run with them.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <softrdma/softrdma.h>
+
+#include "sr_test.h"
+#include "verbs_util.h"
+
+#define WAIT_WC(cq, id, st, op) vu_expect_wc(cq, id, st, op, 10000, __LINE__)
+#define MLEN (1u << 20)
+
+static struct vu_dev dev;
+
+/* Packets this process sent for one 1 MiB operation (and its ACKs: a few). */
+static int64_t one_op(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b, enum ibv_wr_opcode op,
+		      uint32_t seed)
+{
+	int64_t t0 = vu_stat("tx_packets");
+
+	vu_fill(a->p, MLEN, seed);
+	memset(b->p, 0, MLEN);
+	if (op == IBV_WR_SEND) {
+		CHECK_EQ(vu_post_recv(p->qp[1], 1, b->mr, b->p, MLEN), 0);
+		CHECK_EQ(vu_post_send(p->qp[0], 2, IBV_WR_SEND, a->mr, a->p, MLEN, 0,
+				      IBV_SEND_SIGNALED), 0);
+		WAIT_WC(p->rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV);
+		WAIT_WC(p->scq[0], 2, IBV_WC_SUCCESS, IBV_WC_SEND);
+		CHECK_EQ(vu_check(b->p, MLEN, seed), -1);
+	} else if (op == IBV_WR_RDMA_WRITE) {
+		CHECK_EQ(vu_post_rdma(p->qp[0], 3, op, a->mr, a->p, MLEN, (uintptr_t)b->p,
+				      b->mr->rkey, IBV_SEND_SIGNALED), 0);
+		WAIT_WC(p->scq[0], 3, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+		CHECK_EQ(vu_check(b->p, MLEN, seed), -1);
+	} else {
+		/* READ: b (side 0's) gets a (side 1's memory). */
+		CHECK_EQ(vu_post_rdma(p->qp[0], 4, op, b->mr, b->p, MLEN, (uintptr_t)a->p,
+				      a->mr->rkey, IBV_SEND_SIGNALED), 0);
+		WAIT_WC(p->scq[0], 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+		CHECK_EQ(vu_check(b->p, MLEN, seed), -1);
+	}
+	return vu_stat("tx_packets") - t0;
+}
+
+static void pair(struct vu_pair *p, enum ibv_mtu mtu)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.mtu = mtu;
+	REQUIRE(vu_pair_create(&dev, &q, &c, p) == 0);
+}
+
+/* 60 pages mapped in reverse order under a fast-registration key; one WRITE of all of them. */
+#define FPG 60u
+static void test_frmr(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct vu_pair p;
+	struct vu_buf src, pages, a, b;
+	struct ibv_sge sg[FPG];
+	struct ibv_mr *fr;
+	uint32_t key;
+	int64_t n;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	q.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+	vu_conn_cfg_default(&c);
+	c.mtu = IBV_MTU_4096;
+	REQUIRE(vu_pair_create(&dev, &q, &c, &p) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &src, FPG * 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &pages, FPG * 4096, 0) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL) == 0);
+	one_op(&p, &a, &b, IBV_WR_SEND, 9);	/* the peers hear from each other */
+
+	fr = softrdma_alloc_mr(dev.pd, FPG);
+	REQUIRE(fr);
+	key = softrdma_update_fast_reg_key(fr, (uint8_t)(ibv_inc_rkey(fr->rkey) & 0xff));
+	for (unsigned i = 0; i < FPG; i++) {
+		sg[i].addr = (uintptr_t)pages.p + (size_t)(FPG - 1 - i) * 4096;
+		sg[i].length = 4096;
+		sg[i].lkey = 0;
+	}
+	CHECK_EQ(softrdma_map_mr_sg(fr, sg, FPG, 4096), FPG);
+	{
+		struct ibv_qp_ex *x = ibv_qp_to_qp_ex(p.qp[1]);
+
+		ibv_wr_start(x);
+		x->wr_id = 20;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		softrdma_wr_reg_mr(x, fr, key, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		CHECK_EQ(ibv_wr_complete(x), 0);
+		WAIT_WC(p.scq[1], 20, IBV_WC_SUCCESS, SOFTRDMA_WC_REG_MR);
+	}
+	vu_fill(src.p, FPG * 4096, 21);
+	n = vu_stat("tx_packets");
+	CHECK_EQ(vu_post_rdma(p.qp[0], 21, IBV_WR_RDMA_WRITE, src.mr, src.p, FPG * 4096,
+			      fr->addr ? (uintptr_t)fr->addr : (uintptr_t)sg[0].addr, key,
+			      IBV_SEND_SIGNALED), 0);
+	WAIT_WC(p.scq[0], 21, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	n = vu_stat("tx_packets") - n;
+	printf("240 KiB WRITE into a scattered fast-registration map: %lld packets\n",
+	       (long long)n);
+	CHECK(n < 10);
+	for (unsigned i = 0; i < FPG; i++)
+		CHECK_EQ(memcmp(pages.p + (size_t)(FPG - 1 - i) * 4096, src.p + (size_t)i * 4096,
+				4096), 0);
+	vu_pair_destroy(&p);
+}
+
+static int no_inband(int sock, void *arg)
+{
+	struct vu_buf a, b;
+	struct vu_pair p;
+	int64_t n1, n2;
+
+	(void)arg;
+	setenv("SOFTRDMA_SEG_INBAND", "0", 1);
+	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
+	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
+		return 2;
+	pair(&p, IBV_MTU_4096);
+	n1 = one_op(&p, &a, &b, IBV_WR_SEND, 5);
+	n2 = one_op(&p, &a, &b, IBV_WR_SEND, 6);
+	printf("seg_inband=0: 1 MiB SENDs took %lld and %lld packets\n", (long long)n1,
+	       (long long)n2);
+	vu_pair_destroy(&p);
+	(void)sock;
+	return n1 >= 256 && n2 >= 256 && !sr_test_failures ? 0 : 3;
+}
+
+int main(void)
+{
+	struct vu_child ch;
+	struct vu_buf a, b;
+	struct vu_pair p;
+	int64_t n;
+
+	sr_test_timeout(120);
+	setenv("SOFTRDMA_DIRECT", "0", 1);	/* WRITE and READ over packets */
+	REQUIRE(vu_fork(&ch, no_inband, NULL, 60) == 0);
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL) == 0);
+
+	pair(&p, IBV_MTU_4096);
+	n = one_op(&p, &a, &b, IBV_WR_SEND, 1);
+	printf("first 1 MiB SEND: %lld packets\n", (long long)n);
+	CHECK(n >= 256);	/* nothing of the peer seen yet: the path MTU */
+	n = one_op(&p, &a, &b, IBV_WR_SEND, 2);
+	printf("second 1 MiB SEND: %lld packets\n", (long long)n);
+	CHECK(n >= 18 && n < 40);	/* 61440-byte segments (loopback) */
+	n = one_op(&p, &a, &b, IBV_WR_RDMA_WRITE, 3);
+	printf("1 MiB WRITE: %lld packets\n", (long long)n);
+	CHECK(n >= 18 && n < 40);
+	n = one_op(&p, &a, &b, IBV_WR_RDMA_READ, 4);
+	printf("1 MiB READ: %lld packets (responses at the path MTU)\n", (long long)n);
+	CHECK(n >= 256);
+	vu_pair_destroy(&p);
+
+	pair(&p, IBV_MTU_1024);
+	one_op(&p, &a, &b, IBV_WR_SEND, 7);
+	n = one_op(&p, &a, &b, IBV_WR_SEND, 8);
+	printf("path MTU 1024: 1 MiB SEND took %lld packets\n", (long long)n);
+	CHECK(n >= 1024);
+	vu_pair_destroy(&p);
+
+	test_frmr();
+	CHECK_EQ(vu_child_wait(&ch, 60), 0);
+	return sr_test_done("test_seg_inband");
+}
