@@ -224,7 +224,8 @@ rs_udpong() {
 	fi
 	# The default sweep: latency (echo) and bandwidth, 64 B .. 1.5 KiB, 18 sizes. A run that
 	# only stops making progress (still running at its time limit, no error printed) is
-	# udpong's livelock described above, and is tried again; any other end is a failure.
+	# udpong's livelock described above, and is tried again; so is a run that skipped sizes
+	# (below); any other end is a failure.
 	for try in 1 2 3; do
 		out=$SR_TMP/$name.sweep$try.cli.out
 		rs_client "$name.sweep$try" 40 stdbuf -oL udpong -s "$HOST" -p "$port"
@@ -239,6 +240,13 @@ rs_udpong() {
 			echo "  $name: sweep attempt $try stalled after $n of 18 sizes (udpong's livelock)"
 			continue
 		fi
+		if [ $rc -eq 0 ] && [ "$try" != 3 ]; then
+			# udpong ignores a size whose control datagram got no answer within its
+			# timeout (run_test's error is dropped): over UD, a datagram lost to a full
+			# receive queue on a busy machine. Once is not a failure; every time is.
+			echo "  $name: sweep attempt $try skipped $((18 - n)) size(s) (a lost datagram); again"
+			continue
+		fi
 		sr_fail "$name sweep: attempt $try ended with exit $rc after $n of 18 sizes"
 		sr_tail "$out" >&2
 		break
@@ -250,6 +258,9 @@ rs_udpong() {
 	elif [ $livelock -eq 3 ]; then
 		echo "NOTE: $name sweep: udpong's echo livelock in all 3 attempts (a late answer; see the" \
 			"header of this script); not counted as a failure of rsockets"
+	elif [ "$rc" = 124 ]; then
+		# The last attempt stalled, an earlier one skipped sizes: no attempt was whole.
+		sr_fail "$name sweep: no attempt ran all 18 sizes (stalled: $livelock of 3)"
 	fi
 }
 rs_udpong
