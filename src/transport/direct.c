@@ -51,14 +51,16 @@
 #include "transport/xport.h"
 
 #define DIRECT_MAGIC 0x54445253u	/* "SRDT" */
-#define DIRECT_VERSION 1u
+#define DIRECT_VERSION 2u
 #define PEER_RETRY_NS 1000000000ull	/* look again for a peer that had no usable table */
 #define PEER_EPERM_RETRY_NS 60000000000ull
+#define PEER_CHECK_NS 100000000ull	/* how often a peer in use is checked to be alive */
 
 struct dhdr {
 	uint32_t magic, version;
 	uint64_t pid;
 	uint64_t start;			/* the owner's start time (/proc/<pid>/stat field 22) */
+	uint64_t pidns;			/* the owner's pid namespace (inode): pid means that */
 	uint32_t nqp, nkey;		/* entries (powers of two: the table sizes) */
 	uint64_t qp_off, key_off;	/* byte offsets of the entry arrays */
 	_Atomic uint32_t open;		/* 1 while the NIC serves; 0 once it closed */
@@ -95,8 +97,25 @@ struct sr_dpeer {
 	struct dhdr *map;		/* NULL: no usable table (retry after retry_ns) */
 	size_t len;
 	pid_t pid;
-	uint64_t retry_ns;
+	uint64_t start;			/* the owner's start time, as mapped */
+	dev_t fdev;			/* the file mapped */
+	ino_t ino;
+	uint32_t nqp, nkey;		/* the table's geometry, validated once at open */
+	uint64_t qp_off, key_off;
+	uint64_t retry_ns;		/* not mapped: look again after this */
+	uint64_t refused_until;		/* EPERM: packets until then (the mapping is kept) */
+	uint64_t checked_ns;		/* last time the owner was seen alive */
 	struct sr_dpeer *next;
+};
+
+/* What a requester uses of a peer, copied under d->lock (the mapping itself stays valid:
+ * retired mappings are unmapped only at close). */
+struct peer_view {
+	struct sr_dpeer *pe;
+	uint8_t *base;
+	pid_t pid;
+	uint32_t nqp, nkey;
+	uint64_t qp_off, key_off;
 };
 
 struct sr_direct {
@@ -273,6 +292,7 @@ void sr_direct_open(struct sr_nic *nic)
 	h->version = DIRECT_VERSION;
 	h->pid = (uint64_t)getpid();
 	h->start = proc_start(getpid());
+	h->pidns = ns_inode("/proc/self/ns/pid");
 	h->nqp = nic->qps.size;
 	h->nkey = nic->keys.size;
 	h->qp_off = qp_off;
@@ -367,8 +387,7 @@ void sr_direct_mr_wait(struct sr_mr *mr)
 		if (now - t0 > 2000000000ull) {
 			/* A requester died in the middle of a copy (a live one takes microseconds). */
 			sr_warn("ibv_dereg_mr: a same-host peer's copy through key 0x%x did not end in "
-				"2 s; going on", mr->ibmr.rkey);
-			atomic_store(&k->busy, 0);
+				"2 s (a requester that died in it?); going on", mr->ibmr.rkey);
 			break;
 		}
 		usleep(20);
@@ -451,18 +470,33 @@ static void peer_open(struct sr_direct *d, struct sr_dpeer *pe)
 	h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
 		goto out;
+	/* The geometry is read once, checked without overflow, and kept: the file is shared. */
+	uint64_t size = (uint64_t)st.st_size, nqp = h->nqp, nkey = h->nkey;
+	uint64_t qo = h->qp_off, ko = h->key_off;
+
 	if (h->magic != DIRECT_MAGIC || h->version != DIRECT_VERSION || !atomic_load(&h->open) ||
-	    !h->nqp || (h->nqp & (h->nqp - 1)) || !h->nkey || h->qp_off < sizeof(*h) ||
-	    h->qp_off + (uint64_t)h->nqp * sizeof(struct dqp) > h->key_off ||
-	    h->key_off + (uint64_t)h->nkey * sizeof(struct dkey) > (uint64_t)st.st_size ||
+	    !nqp || (nqp & (nqp - 1)) || nqp > (1u << 24) || !nkey || nkey > (1u << 24) ||
+	    qo < sizeof(*h) || (qo & 7) || (ko & 7) || qo > size || ko > size ||
+	    nqp * sizeof(struct dqp) > ko - qo || ko < qo ||
+	    nkey * sizeof(struct dkey) > size - ko ||
+	    h->pidns != ns_inode("/proc/self/ns/pid") ||
 	    !h->pid || proc_start((pid_t)h->pid) != h->start) {
-		munmap(h, (size_t)st.st_size);	/* not a live softrdma table */
+		munmap(h, (size_t)st.st_size);	/* not a live softrdma table of ours to use */
 		goto out;
 	}
 	peer_retire(d, pe);	/* the peer restarted: its old table */
 	pe->map = h;
 	pe->len = (size_t)st.st_size;
 	pe->pid = (pid_t)h->pid;
+	pe->start = h->start;
+	pe->fdev = st.st_dev;
+	pe->ino = st.st_ino;
+	pe->nqp = (uint32_t)nqp;
+	pe->nkey = (uint32_t)nkey;
+	pe->qp_off = qo;
+	pe->key_off = ko;
+	pe->refused_until = 0;
+	pe->checked_ns = sr_now_ns();
 out:
 	if (fd >= 0)
 		close(fd);
@@ -470,10 +504,32 @@ out:
 		close(dfd);
 }
 
-/* The peer's table, mapped, or NULL (d->lock not held). */
-static struct sr_dpeer *peer_get(struct sr_direct *d, const struct sr_addr *a)
+/* Is the owner of pe's table still the process that made it (and the file still there)?
+ * A killed owner never clears `open`; its pid may even be reused. */
+static bool peer_alive(struct sr_direct *d, struct sr_dpeer *pe)
+{
+	char dir[256], name[160];
+	struct stat st;
+	bool same = false;
+	int dfd;
+
+	if (proc_start(pe->pid) != pe->start)
+		return false;
+	dfd = sr_shm_dir_open(dir, sizeof(dir));
+	if (dfd >= 0 && !table_name(d, &pe->addr, name, sizeof(name)) &&
+	    !fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		same = st.st_dev == pe->fdev && st.st_ino == pe->ino;
+	if (dfd >= 0)
+		close(dfd);
+	return same;
+}
+
+/* The peer's table, for one WR: false when there is none to use now. */
+static bool peer_get(struct sr_direct *d, const struct sr_addr *a, struct peer_view *v)
 {
 	struct sr_dpeer *pe;
+	uint64_t now = sr_now_ns();
+	bool ok = false;
 
 	pthread_mutex_lock(&d->lock);
 	for (pe = d->peers; pe; pe = pe->next)
@@ -487,22 +543,47 @@ static struct sr_dpeer *peer_get(struct sr_direct *d, const struct sr_addr *a)
 			d->peers = pe;
 		}
 	}
-	if (pe && !peer_valid(pe) && sr_now_ns() >= pe->retry_ns)
+	if (!pe || now < pe->refused_until)
+		goto out;
+	if (peer_valid(pe) && now - pe->checked_ns >= PEER_CHECK_NS) {
+		if (peer_alive(d, pe)) {
+			pe->checked_ns = now;
+		} else {
+			peer_retire(d, pe);
+			pe->retry_ns = 0;	/* a new owner's table may be there already */
+		}
+	}
+	if (!peer_valid(pe) && now >= pe->retry_ns)
 		peer_open(d, pe);
-	if (pe && !peer_valid(pe))
-		pe = NULL;
+	if (peer_valid(pe)) {
+		v->pe = pe;
+		v->base = (uint8_t *)pe->map;
+		v->pid = pe->pid;
+		v->nqp = pe->nqp;
+		v->nkey = pe->nkey;
+		v->qp_off = pe->qp_off;
+		v->key_off = pe->key_off;
+		ok = true;
+	}
+out:
 	pthread_mutex_unlock(&d->lock);
-	return pe;
+	return ok;
 }
 
+/* The kernel refused a copy: EPERM (not ours to write: packets for a while, the mapping
+ * kept) or ESRCH (the owner is gone: its table is retired). */
 static void peer_refused(struct sr_direct *d, struct sr_dpeer *pe, int err)
 {
 	pthread_mutex_lock(&d->lock);
-	pe->retry_ns = sr_now_ns() + (err == EPERM ? PEER_EPERM_RETRY_NS : PEER_RETRY_NS);
-	if (err == EPERM)
-		sr_info("direct path to pid %d refused (EPERM: another user, Yama or a "
-			"non-dumpable process); using packets", (int)pe->pid);
-	peer_retire(d, pe);	/* closed to us: peer_get looks again after retry_ns */
+	if (err == EPERM) {
+		if (!pe->refused_until)
+			sr_info("direct path to pid %d refused (EPERM: another user, Yama or a "
+				"non-dumpable process); using packets", (int)pe->pid);
+		pe->refused_until = sr_now_ns() + PEER_EPERM_RETRY_NS;
+	} else if (pe->map) {
+		peer_retire(d, pe);
+		pe->retry_ns = sr_now_ns() + PEER_RETRY_NS;
+	}
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -521,7 +602,7 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	struct iovec liov;
 	const struct iovec *lv;
 	unsigned long ln;
-	struct sr_dpeer *pe;
+	struct peer_view v;
 	struct dqp_data q;
 	struct dkey_data kd;
 	struct dkey *k;
@@ -531,20 +612,18 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	if (!d || !d->use || qp->type != IBV_QPT_RC || !w->length ||
 	    (w->opcode != IBV_WR_RDMA_WRITE && !rd))
 		return false;
-	pe = peer_get(d, &qp->peer);
-	if (!pe)
+	if (!peer_get(d, &qp->peer, &v))
 		return false;
 
-	struct dhdr *h = pe->map;
 	uint32_t dqpn = qp->attr.dest_qp_num, kidx = w->rkey >> 8;
+	struct dqp *qe = (struct dqp *)(v.base + v.qp_off) + (dqpn & (v.nqp - 1));
 
 	/* The target QP: connected to this one, receiving, remote access enabled. */
-	if (!seq_read(&qp_ent(h, dqpn & (h->nqp - 1))->seq, &qp_ent(h, dqpn & (h->nqp - 1))->d, &q,
-		      sizeof(q)) ||
+	if (!seq_read(&qe->seq, &qe->d, &q, sizeof(q)) ||
 	    q.qpn != dqpn || q.dest_qpn != sr_qpn(qp) || !sr_addr_eq(&q.peer, &nic->addr) ||
 	    (q.state != IBV_QPS_RTR && q.state != IBV_QPS_RTS && q.state != IBV_QPS_SQD &&
 	     q.state != IBV_QPS_SQE) ||
-	    (q.access & need) != need || kidx >= h->nkey)
+	    (q.access & need) != need || kidx >= v.nkey)
 		goto fallback;
 
 	/* Our side, checked as for packets (the lkeys, judged at the PSN it would start at). */
@@ -565,14 +644,15 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	}
 
 	/* Their key: raise busy first, then read (a dereg clears, then waits for busy 0). */
-	k = key_ent(h, kidx);
+	k = (struct dkey *)(v.base + v.key_off) + kidx;
 	atomic_fetch_add(&k->busy, 1);
+	atomic_thread_fence(memory_order_seq_cst);	/* Dekker: our store before its load */
 	if (seq_read(&k->seq, &k->d, &kd, sizeof(kd)) && kd.key == w->rkey && kd.pd == q.pd &&
 	    (kd.access & need) == need && in_range(w->raddr, w->length, kd.iova, kd.len)) {
 		struct iovec r = { (void *)(uintptr_t)(kd.base + (w->raddr - kd.iova)), w->length };
 
-		n = rd ? process_vm_readv(pe->pid, lv, ln, &r, 1, 0)
-		       : process_vm_writev(pe->pid, lv, ln, &r, 1, 0);
+		n = rd ? process_vm_readv(v.pid, lv, ln, &r, 1, 0)
+		       : process_vm_writev(v.pid, lv, ln, &r, 1, 0);
 		if (n < 0)
 			err = errno;
 	}
@@ -584,7 +664,7 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 		return true;
 	}
 	if (err == EPERM || err == ESRCH)
-		peer_refused(d, pe, err);
+		peer_refused(d, v.pe, err);
 fallback:
 	sr_stat_inc(&nic->stats, SR_STAT_direct_fallbacks);
 	return false;

@@ -1006,6 +1006,8 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->resp.epsn = qp->resp.msn = 0;
 	qp->resp.nak_sent = qp->resp.comm_est = qp->resp.in_send = qp->resp.in_write = false;
 	qp->resp.uc_drop = qp->resp.have_rwqe = false;
+	qp->resp.seg = 0;
+	qp->peer_seg = 0;	/* in-band segments: the next peer's offer is heard anew */
 	sr_xrc_unbind(qp);
 	if (qp->resp.res)
 		memset(qp->resp.res, 0, qp->resp.nres * sizeof(*qp->resp.res));

@@ -11,6 +11,7 @@
  *  - deregistration: once ibv_dereg_mr has returned in the target, nothing more lands in that
  *    memory, while the requester keeps writing through the old key;
  *  - a target QP in ERR gets nothing;
+ *  - a target killed with SIGKILL (its table left behind) gets nothing; the READ gives up;
  *  - a target with SOFTRDMA_DIRECT=0 exports no table: the same WRITE goes as packets.
  * Every check sees both processes: data as the target reads its own memory, counters of both.
  */
@@ -411,6 +412,23 @@ static void test_dereg_race(struct tgt *t)
 	printf("dereg race: %d WRITEs, the last refused\n", writes);
 }
 
+/* A target killed (SIGKILL: its table stays behind, marked open) gets nothing, and nothing
+ * breaks: the READ goes as packets to nobody and gives up. */
+static void test_dead_target(struct tgt *t)
+{
+	int64_t r0 = vu_stat("direct_reads");
+	int st;
+
+	reconnect(t, 8, 1);	/* 1 ms timeout, one retry */
+	kill(t->ch.pid, SIGKILL);
+	CHECK_EQ(waitpid(t->ch.pid, &st, 0), t->ch.pid);
+	close(t->ch.sock);
+	CHECK_EQ(vu_post_rdma(qp, 50, IBV_WR_RDMA_READ, lb.mr, lb.p, ROLEN, t->ti.ro_addr,
+			      t->ti.ro_rkey, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 50, IBV_WC_RETRY_EXC_ERR, -1);
+	CHECK_EQ(vu_stat("direct_reads"), r0);
+}
+
 static void test_target_without_direct(struct tgt *t)
 {
 	int64_t w0 = vu_stat("direct_writes");
@@ -447,14 +465,13 @@ int main(void)
 	test_target_error(&t1);
 	reconnect(&t1, 14, 7);
 	test_dereg_race(&t1);
-	tcmd(&t1, 'Q', 0, 0, 0);
+	test_dead_target(&t1);
 
 	ibv_destroy_qp(qp);
 	qp = NULL;
 	connect_to(&t2, 14, 7);
 	test_target_without_direct(&t2);
 	tcmd(&t2, 'Q', 0, 0, 0);
-	CHECK_EQ(vu_child_wait(&t1.ch, 30), 0);
 	CHECK_EQ(vu_child_wait(&t2.ch, 30), 0);
 	return sr_test_done("test_direct");
 }
