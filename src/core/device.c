@@ -200,6 +200,8 @@ static uint32_t seg_for(unsigned ifmtu)
 
 	if (cap < room)
 		room = cap;
+	if (room > 65507 - 64)
+		room = 65507 - 64;	/* a UDP datagram's payload, less BTH..ICRC (an lo MTU may be larger) */
 	room -= room % 4096;
 	return room >= 8192 && (sr_params()->mtu == 0 || sr_params()->mtu >= 4096) ? (uint32_t)room : 0;
 }
