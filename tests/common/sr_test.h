@@ -44,6 +44,18 @@ extern int sr_test_failures;
 		}                                                                 \
 	} while (0)
 
+/* 1 in the AddressSanitizer build (tests size their work down there), else 0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SR_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SR_SANITIZED 1
+#endif
+#endif
+#ifndef SR_SANITIZED
+#define SR_SANITIZED 0
+#endif
+
 /* Arms SIGALRM to abort the process after `seconds`; call first in main(). */
 void sr_test_timeout(unsigned seconds);
 /* Prints a summary and returns the exit status for main(). */

@@ -216,12 +216,13 @@ sr_run() { "$SR" run -- "$@"; }
 # state): a program may listen there over TCP, or over rdma_cm (a UDP socket of that port).
 # Not atomic, but the range is wide, ports are random and CTest runs these tests serially.
 SR_USED_PORTS=" "
+# sr_free_port [NS]: the same, checked in network namespace NS (empty: this one).
 sr_free_port() {
 	local p i
 	for i in $(seq 200); do
 		p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
 		case $SR_USED_PORTS in *" $p "*) continue ;; esac
-		[ -z "$(ss -Htuan "sport = :$p" 2>/dev/null)" ] || continue
+		[ -z "$(sr_in_ns "${1:-}" ss -Htuan "sport = :$p" 2>/dev/null)" ] || continue
 		SR_USED_PORTS+="$p "
 		echo "$p"
 		return 0

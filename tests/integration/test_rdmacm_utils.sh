@@ -31,15 +31,6 @@ export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 SRV_NS='' CLI_NS='' SRV_IP=127.0.0.1 CLI_IP=127.0.0.1 SRV_DEV='' CLI_DEV=''
 MODE=lo
 
-# cm_port: a UDP port nobody uses here or in the namespaces (the CM listens on UDP).
-cm_port() {
-	local p i
-	for i in $(seq 200); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
-		[ -z "$(sr_in_ns "$SRV_NS" ss -Htuan "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
-	done
-	return 1
-}
 
 # side_run SIDE NAME SECS CMD...: CMD on SIDE (srv|cli) with that side's namespace and device,
 # output in NAME.SIDE.out, counters in NAME.SIDE.stats.
@@ -147,7 +138,7 @@ EOF
 
 run_all() {
 	local port
-	port=$(cm_port) || { sr_fail "no free UDP port"; return; }
+	port=$(sr_free_port "$SRV_NS") || { sr_fail "no free UDP port"; return; }
 	if cm_pair rping "$port" 120 "rping -s -a $SRV_IP -p $port -v -C 1000" \
 		"rping -c -a $SRV_IP -p $port -v -V -C 1000"; then
 		check_rping rping 1000
@@ -155,7 +146,7 @@ run_all() {
 			"$(rx_packets "$MODE.rping" srv)"
 	fi
 
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	if cm_pair rping_64k "$port" 120 "rping -s -a $SRV_IP -p $port -S 65535 -C 100" \
 		"rping -c -a $SRV_IP -p $port -S 65535 -V -C 100"; then
 		sr_expect_no_grep "$MODE.rping_64k: no data mismatch" 'mismatch' "$SR_TMP/$MODE.rping_64k.cli.out"
@@ -166,10 +157,10 @@ run_all() {
 			$((100 * 65535)) $(($(sr_stat "$f" rx_bytes) + $(sr_stat "$f" direct_bytes)))
 	fi
 
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	cm_pair ucmatose "$port" 60 "ucmatose -p $port" "ucmatose -s $SRV_IP -p $port" &&
 		sr_expect_grep "$MODE.ucmatose: client completed" '^test complete' "$SR_TMP/$MODE.ucmatose.cli.out"
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	cm_pair ucmatose_10x100 "$port" 120 "ucmatose -p $port -c 10 -C 100" \
 		"ucmatose -s $SRV_IP -p $port -c 10 -C 100" &&
 		sr_expect_grep "$MODE.ucmatose_10x100: client completed" '^test complete' \
@@ -183,26 +174,26 @@ run_all() {
 			sr_expect_grep "$MODE.udaddy: client completed" '^test complete' "$SR_TMP/$MODE.udaddy.cli.out"
 	fi
 
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	SRV_FOREVER=1 cm_pair cmtime "$port" 120 "cmtime -b $SRV_IP -p $port -c 200" \
 		"cmtime -s $SRV_IP -p $port -c 200" &&
 		sr_expect_grep "$MODE.cmtime: 200 connections timed" '^connect +: +[0-9.]+ ' \
 			"$SR_TMP/$MODE.cmtime.cli.out"
 
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	cm_pair rdma_server "$port" 60 "rdma_server -s $SRV_IP -p $port" "rdma_client -s $SRV_IP -p $port" &&
 		sr_expect_grep "$MODE.rdma_client: completed" 'rdma_client: end 0' "$SR_TMP/$MODE.rdma_server.cli.out"
 
 	# rdma_xserver/rdma_xclient in RC mode (-c r): the client posts 16 bytes inline on a QP
 	# that asked for no inline data (accepted, as by rxe).
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	cm_pair rdma_xserver "$port" 60 "rdma_xserver -p $port -c r" "rdma_xclient -s $SRV_IP -p $port -c r" &&
 		sr_expect_grep "$MODE.rdma_xclient: completed" 'rdma_xclient: end 0' \
 			"$SR_TMP/$MODE.rdma_xserver.cli.out"
 	# ... and in XRC mode (-c x, RDMA_PS_IB): an XRC_SEND QP connected to an XRC_RECV QP, the
 	# server's XRC SRQ number in the REP's private data, one send naming it. The server exits
 	# 0 only once the SRQ's receive completed.
-	port=$(cm_port)
+	port=$(sr_free_port "$SRV_NS")
 	cm_pair rdma_xserver_xrc "$port" 60 "rdma_xserver -p $port -c x" \
 		"rdma_xclient -s $SRV_IP -p $port -c x" &&
 		sr_expect_grep "$MODE.rdma_xclient_xrc: completed" 'rdma_xclient: end 0' \

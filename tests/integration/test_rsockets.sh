@@ -29,16 +29,6 @@ HOST=127.0.0.1
 # The network namespace and device of each side ('' on loopback), and a name prefix.
 RS_SRV_NS='' RS_CLI_NS='' RS_SRV_DEV='' RS_CLI_DEV='' RS_MODE=''
 
-# rs_port: a port no TCP or UDP socket uses (rsockets listen on the CM's UDP port).
-rs_port() {
-	local p i
-	for i in $(seq 200); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
-		[ -z "$(sr_in_ns "$RS_SRV_NS" ss -Htuan "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return 0; }
-	done
-	echo "rs_port: no free port" >&2
-	return 1
-}
 
 # rs_wait_udp PORT PID SECONDS: until a UDP socket is bound to PORT (the rsocket listener's
 # CM socket), while PID lives. 0, 1 (timeout) or 2 (PID ended).
@@ -117,7 +107,7 @@ rs_sweep_lines() {
 rs_stream_pair() {
 	local name=$1 tool=$2 port cli_rc srv_rc t0
 	shift 2
-	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
+	port=$(sr_free_port "$RS_SRV_NS") || { sr_fail "$name: no free port"; return; }
 	echo "--- $name: $tool $* (port $port)"
 	t0=$(date +%s.%N)
 	rs_server "$name" 240 "$tool" -p "$port" "$@"
@@ -153,7 +143,7 @@ rs_stream_pair rstream_nonblocking rstream -T n
 rs_rio() {
 	local name=$1 port cli_rc srv_rc t0
 	shift
-	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
+	port=$(sr_free_port "$RS_SRV_NS") || { sr_fail "$name: no free port"; return; }
 	echo "--- $name: riostream $* (port $port)"
 	t0=$(date +%s.%N)
 	rs_server "$name" 90 riostream -p "$port" "$@"
@@ -181,7 +171,7 @@ rs_rio riostream_bw64k -S 65536 -C 300 -I 2 -T v
 # ---- rcopy: 64 MiB, byte for byte ----------------------------------------------------------
 rs_rcopy() {
 	local name=${RS_MODE}rcopy port src=$SR_TMP/rcopy.src dst=$SR_TMP/rcopy.dst rc t0
-	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
+	port=$(sr_free_port "$RS_SRV_NS") || { sr_fail "$name: no free port"; return; }
 	head -c $((64 << 20)) /dev/urandom >"$src"
 	echo "--- $name: 64 MiB (port $port)"
 	t0=$(date +%s.%N)
@@ -209,7 +199,7 @@ rs_rcopy
 # udpong prints through stdio: line-buffered, so a run cut short still shows how far it got.
 rs_udpong() {
 	local name=${RS_MODE}udpong port rc try ok= livelock=0 n out
-	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
+	port=$(sr_free_port "$RS_SRV_NS") || { sr_fail "$name: no free port"; return; }
 	echo "--- $name: datagrams (port $port)"
 	rs_server "$name" 300 udpong -p "$port" -b "$HOST"
 	rs_ready "$name" "$port" || return
@@ -275,7 +265,7 @@ rs_preload() {
 		sr_fail "$name: needs $PRELOAD, nc (netcat-openbsd) and nc.traditional (netcat-traditional)"
 		return
 	fi
-	port=$(rs_port) || { sr_fail "$name: no free port"; return; }
+	port=$(sr_free_port "$RS_SRV_NS") || { sr_fail "$name: no free port"; return; }
 	head -c $((64 << 20)) /dev/urandom >"$src"
 	echo "--- $name: 64 MiB through LD_PRELOAD=$(basename "$PRELOAD") (port $port)"
 	t0=$(date +%s.%N)

@@ -27,17 +27,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SR_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SR_SANITIZED 1
-#endif
-#endif
-#ifndef SR_SANITIZED
-#define SR_SANITIZED 0
-#endif
-
 #define GUARD 0xee
 #define BUFSZ (64u << 10)
 #define FLEN (256u << 10)		/* the persistent file */

@@ -27,17 +27,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SR_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SR_SANITIZED 1
-#endif
-#endif
-#ifndef SR_SANITIZED
-#define SR_SANITIZED 0
-#endif
-
 #define FAULTS "drop=0.05,dup=0.02,reorder=0.05"
 #define TSIZE (16u << 20)		/* the child's target buffer */
 #define ATOMIC_AREA 4096		/* atomics hit the first 512 words (and WRITEs/READs may too) */

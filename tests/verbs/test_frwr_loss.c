@@ -32,17 +32,6 @@
 #include <errno.h>
 #include <softrdma/softrdma.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SR_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SR_SANITIZED 1
-#endif
-#endif
-#ifndef SR_SANITIZED
-#define SR_SANITIZED 0
-#endif
-
 #define PG 4096u
 #define SETPG 3u			/* pages per map */
 #define SETLEN (SETPG * PG)

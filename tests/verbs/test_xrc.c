@@ -21,19 +21,7 @@
 static struct vu_dev dev;
 static struct vu_buf sb, rb;
 
-#define WAIT_WC(cq, id, st) wait_wc(cq, id, st, __LINE__)
-static struct ibv_wc wait_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st, int line)
-{
-	struct ibv_wc wc;
-
-	memset(&wc, 0, sizeof(wc));
-	if (!vu_wait(cq, &wc, 5000))
-		SR_FAIL("line %d: no completion for wr_id %llu", line, (unsigned long long)wr_id);
-	else if (wc.status != st || wc.wr_id != wr_id)
-		SR_FAIL("line %d: wanted wr_id %llu %s, got %s", line, (unsigned long long)wr_id,
-			ibv_wc_status_str(st), vu_wc_str(&wc));
-	return wc;
-}
+#define WAIT_WC(cq, id, st) vu_expect_wc(cq, id, st, -1, 5000, __LINE__)
 
 static int xsend(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, uint32_t srqn, void *addr,
 		 uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm)
