@@ -123,7 +123,8 @@ struct sr_direct {
 	char path[448];			/* our exported table ("" if none) */
 	struct dhdr *map;
 	size_t len;
-	unsigned long long netns;
+	unsigned long long netns;	/* this process's network and pid namespaces (inodes) */
+	unsigned long long pidns;
 	pthread_mutex_t lock;		/* peers (a leaf lock) */
 	struct sr_dpeer *peers;
 	struct sr_dpeer *dead;		/* replaced mappings: another thread may still copy */
@@ -263,6 +264,7 @@ void sr_direct_open(struct sr_nic *nic)
 		return;
 	pthread_mutex_init(&d->lock, NULL);
 	d->netns = ns_inode("/proc/self/ns/net");
+	d->pidns = ns_inode("/proc/self/ns/pid");
 	nic->direct = d;
 	dfd = sr_shm_dir_open(dir, sizeof(dir));
 	if (dfd < 0 || table_name(d, &nic->addr, name, sizeof(name)))
@@ -292,7 +294,7 @@ void sr_direct_open(struct sr_nic *nic)
 	h->version = DIRECT_VERSION;
 	h->pid = (uint64_t)getpid();
 	h->start = proc_start(getpid());
-	h->pidns = ns_inode("/proc/self/ns/pid");
+	h->pidns = d->pidns;
 	h->nqp = nic->qps.size;
 	h->nkey = nic->keys.size;
 	h->qp_off = qp_off;
@@ -479,7 +481,7 @@ static void peer_open(struct sr_direct *d, struct sr_dpeer *pe)
 	    qo < sizeof(*h) || (qo & 7) || (ko & 7) || qo > size || ko > size ||
 	    nqp * sizeof(struct dqp) > ko - qo || ko < qo ||
 	    nkey * sizeof(struct dkey) > size - ko ||
-	    h->pidns != ns_inode("/proc/self/ns/pid") ||
+	    h->pidns != d->pidns ||
 	    !h->pid || proc_start((pid_t)h->pid) != h->start) {
 		munmap(h, (size_t)st.st_size);	/* not a live softrdma table of ours to use */
 		goto out;
