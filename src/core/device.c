@@ -14,10 +14,10 @@
  * An application that polls an empty CQ drains the socket itself (parameter poll_rx), so a
  * ping-pong pays no thread hand-off. The progress thread then keeps out of its way without
  * ever leaving a packet waiting: the socket is registered one-shot; when a packet wakes the
- * thread while the application is polling, the thread gives it a short grace (SR_APP_GRACE_NS)
- * to take the packet, then takes whatever is still waiting (trylock: never blocking a polling
- * application) and re-arms. An application that polls its CQ for send completions but waits
- * for data elsewhere (ib_write_lat spins on memory) thus loses only the grace period. Without
+ * thread while the application is in a polling loop, the thread gives it a short grace
+ * (SR_APP_GRACE_NS) to take the packet, then takes whatever is still waiting (trylock: never
+ * blocking a polling application) and re-arms. An application that polled its CQ for a send
+ * completion but now waits for data elsewhere (ib_write_lat spins on memory) gets no grace. Without
  * this, every packet would wake a third thread that, on a 2-core machine, preempts one of the
  * two spinning ones and contends for the receive lock.
  */
@@ -31,7 +31,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -344,6 +346,10 @@ static int nic_run_timers(struct sr_nic *nic)
 
 /* ---- receive ----------------------------------------------------------------------------- */
 #define SR_APP_GRACE_NS 20000ull
+/* An application in a polling loop polls every microsecond or so; one whose last poll is older
+ * than this is doing something else (ib_write_lat spins on memory once its send completed),
+ * and waiting for it would only add the grace to every packet. */
+#define SR_APP_ACTIVE_NS 2000ull
 
 /*
  * An application that polls an empty CQ drains the socket. One that polls between pieces of
@@ -462,6 +468,42 @@ static void busy_poll(struct sr_nic *nic)
 	}
 }
 
+/*
+ * The progress thread's priority (parameter nic_nice). On a 2-core machine where both
+ * applications spin (ib_write_lat: one on memory, the other on its CQ), the thread a packet
+ * wakes must preempt a spinner, and the scheduler lets the spinner finish its slice first:
+ * 1-4 ms per packet instead of microseconds. A higher priority than the applications' makes the
+ * wake-up preempt at once; the thread still sleeps whenever the socket is empty. Asks for the
+ * parameter's value, else the best RLIMIT_NICE allows, else leaves it.
+ */
+static void nic_set_nice(struct sr_nic *nic)
+{
+	long want = sr_params()->nic_nice;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	struct rlimit rl;
+	int cur;
+
+	if (!want || sr_params()->busy_poll_us > 0)
+		return;	/* a spinning thread above the applications would starve them */
+	errno = 0;
+	cur = getpriority(PRIO_PROCESS, (id_t)tid);
+	if (errno || want >= cur)
+		return;
+	if (want < -20)
+		want = -20;
+	if (!setpriority(PRIO_PROCESS, (id_t)tid, (int)want))
+		return;
+	/* Unprivileged: RLIMIT_NICE allows down to 20 - rlim_cur. */
+	if (!getrlimit(RLIMIT_NICE, &rl) && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 0) {
+		long floor = 20 - (long)rl.rlim_cur;
+
+		if (floor < cur && !setpriority(PRIO_PROCESS, (id_t)tid, (int)(floor > want ? floor : want)))
+			return;
+	}
+	sr_info("%s: progress thread stays at nice %d (nic_nice %ld not permitted)",
+		nic->dev->ibdev.name, cur, want);
+}
+
 static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
@@ -473,6 +515,7 @@ static void *nic_thread(void *arg)
 	/* Its timeouts are microseconds (the grace, the pause steps): a normal thread's 50 us
 	 * timer slack would stretch a 20 us grace to 70. */
 	prctl(PR_SET_TIMERSLACK, 1000UL);
+	nic_set_nice(nic);
 	while (!atomic_load(&nic->stop)) {
 		int n = wait_ns(nic->epfd, ev, 4, timeout);
 
@@ -515,7 +558,7 @@ static void *nic_thread(void *arg)
 			uint64_t last = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
 			uint64_t now = sr_now_ns();
 
-			if (!grace && last && now - last < SR_APP_GRACE_NS) {
+			if (!grace && last && now - last < SR_APP_ACTIVE_NS) {
 				/* The application is polling: let it take the packet. */
 				grace = true;
 				timeout = (int64_t)(last + SR_APP_GRACE_NS - now);
