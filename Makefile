@@ -12,7 +12,7 @@ CTEST_ARGS ?=
 
 # Debian packages the build and the suite need. Why each one is here: see README.md.
 DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
-           ibverbs-utils rdmacm-utils perftest tshark iproute2 python3 \
+           ibverbs-utils rdmacm-utils perftest tshark iproute2 ethtool python3 \
            netcat-openbsd netcat-traditional \
            qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev
 

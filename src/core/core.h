@@ -95,6 +95,8 @@ struct sr_nic {
 	struct sr_fault *fault;
 	struct sr_pcap *pcap;
 	bool icrc_check;
+	bool gso;			/* batches leave as one UDP GSO send (udp.c) */
+	bool gro;			/* the socket takes coalesced datagrams (UDP_GRO) */
 	uint32_t max_inflight, ack_every;
 
 	struct sr_table qps;		/* by QPN index */
@@ -713,6 +715,13 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
  */
 int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
 		const struct iovec *iov, int iovcnt, uint32_t paylen);
+/*
+ * Between begin and end (nested: the outermost end), the calling thread's packets may be held
+ * back and sent together as one UDP GSO send; end sends what is held. Every path that sends
+ * several packets in a row brackets them so (sr_req_progress, READ responses).
+ */
+void sr_net_batch_begin(void);
+void sr_net_batch_end(void);
 int sr_net_open(struct sr_nic *nic);
 void sr_net_close(struct sr_nic *nic);
 /* Receives and processes up to a batch; returns packets received (0: none waiting). */

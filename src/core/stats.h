@@ -18,6 +18,8 @@
 	X(rx_packets, "packets received")                                           \
 	X(rx_bytes, "UDP payload bytes received")                                   \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
+	X(tx_gso_sends, "sendmsg calls that carried several packets (UDP GSO, parameter gso)") \
+	X(rx_id_recovered, "IPv4 packets whose IP ID was not the one expected, recovered from the ICRC (Linux rxe; a GSO batch cut before a receiver without GRO)") \
 	X(retransmits, "request packets sent again (go-back-N)")                  \
 	X(repairs, "single packets resent after a NAK (selective repair, param repair)") \
 	X(tail_probes, "single packets resent after 2 RTTs without progress (tail-loss probe, param repair)") \

@@ -15,6 +15,7 @@
 #include <linux/sock_diag.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <string.h>
@@ -31,13 +32,22 @@
 #include "wire/icrc.h"
 #include "wire/pkt.h"
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
 #define SR_RX_BATCH 32
-#define SR_RX_BUFSZ 65536	/* the largest UDP payload: room for future large segments */
+#define SR_RX_BUFSZ 65536	/* the largest UDP payload: room for large segments and GRO */
+#define SR_RX_CTL CMSG_SPACE(sizeof(int))
 
 struct sr_rxring {
 	struct mmsghdr msg[SR_RX_BATCH];
 	struct iovec iov[SR_RX_BATCH];
 	struct sockaddr_storage src[SR_RX_BATCH];
+	uint8_t ctl[SR_RX_BATCH][SR_RX_CTL] __attribute__((aligned(8)));
 	uint8_t *buf;
 };
 
@@ -171,6 +181,11 @@ int sr_net_open(struct sr_nic *nic)
 		nic->rx->iov[i].iov_len = SR_RX_BUFSZ;
 	}
 
+	/* GRO: a run of equal packets from one sender may arrive as one datagram (a GSO send
+	 * that crossed lo or a veth unsegmented, or packets a NIC coalesced); rx splits it. */
+	if (p->gso)
+		nic->gro = !sys_setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+
 	nic->fault = sr_fault_parse(p->fault, &err);
 	if (err) {
 		sr_err("SOFTRDMA_FAULT=%s: expected name=probability pairs "
@@ -182,6 +197,8 @@ int sr_net_open(struct sr_nic *nic)
 		if (!nic->pcap)
 			sr_warn("cannot open pcap file %s: %s", p->pcap, strerror(errno));
 	}
+	/* Fault injection and the pcap tap act on each packet as it is sent. */
+	nic->gso = p->gso && !nic->fault && !nic->pcap;
 	return 0;
 }
 
@@ -284,6 +301,164 @@ static int send_iov(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 	if (nic->pcap)
 		sr_pcap_write(nic->pcap, t, iov, n);
 	return 0;
+}
+
+/* ---- transmit batches (UDP GSO) ------------------------------------------------------------
+ *
+ * Between sr_net_batch_begin and _end, the packets a thread sends are gathered, whole (headers,
+ * payload snapshot, pad, ICRC), into one buffer while they go to the same destination with the
+ * same length (the last may be shorter), and leave in one sendmsg with UDP_SEGMENT: the kernel
+ * cuts the buffer into the same datagrams, once, after one trip through the stack. Across lo
+ * or a veth the batch even stays whole up to the receiving socket, which takes it in one
+ * datagram with UDP_GRO (sr_net_rx_fd).
+ *
+ * The ICRC covers the IPv4 ID. An unconnected socket with DF sends ID 0 (see the top of the
+ * file), and segmentation numbers the pieces of one send 0, 1, 2, ... (inet_gso_segment): so
+ * packet i of a batch gets its ICRC with ID i, and the packets on the wire are exactly what
+ * packet-by-packet sends of the same IDs would be (test_gso checks a capture of software-cut
+ * segments). A receiver that sees them one by one and expects ID 0 recovers the ID from the
+ * ICRC (sr_icrc_recover_v4_id), as it does for Linux rxe.
+ */
+#define SR_GSO_MAX_SEGS 64	/* UDP_MAX_SEGMENTS of older kernels */
+#define SR_GSO_MAX_BYTES 65000	/* one UDP payload: 65535 less IPv4/IPv6 and UDP headers */
+
+struct sr_xbatch {
+	int depth;		/* nesting of begin/end */
+	struct sr_nic *nic;
+	struct sr_addr dst;
+	uint32_t seg;		/* length of each packet but the last */
+	uint32_t n;		/* packets gathered */
+	size_t len;
+	bool closed;		/* a shorter packet ended it */
+	uint8_t buf[SR_GSO_MAX_BYTES];
+};
+static __thread struct sr_xbatch *xb;
+
+static void batch_flush(void)
+{
+	struct sr_xbatch *b = xb;
+	struct sr_nic *nic;
+	struct sockaddr_storage ss;
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec v;
+	struct msghdr m;
+	ssize_t r;
+
+	if (!b || !b->n)
+		return;
+	nic = b->nic;
+	memset(&m, 0, sizeof(m));
+	v.iov_base = b->buf;
+	v.iov_len = b->len;
+	m.msg_name = &ss;
+	m.msg_namelen = sr_addr_to_sockaddr(&b->dst, &ss);
+	m.msg_iov = &v;
+	m.msg_iovlen = 1;
+	if (b->n > 1) {
+		struct cmsghdr *c;
+		uint16_t seg = (uint16_t)b->seg;
+
+		memset(&ctl, 0, sizeof(ctl));
+		m.msg_control = ctl.buf;
+		m.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_UDP;
+		c->cmsg_type = UDP_SEGMENT;
+		c->cmsg_len = CMSG_LEN(sizeof(seg));
+		memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	}
+	do
+		r = sys_sendmsg(nic->fd, &m, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 && b->n > 1 && errno != EAGAIN && errno != ENOBUFS) {
+		/* No GSO on this path (EIO: an egress device without checksum offload; EINVAL,
+		 * ENOPROTOOPT: an old kernel): send the packets one by one from now on. Their
+		 * ICRCs were made for IDs 1.. and now go with ID 0: a softrdma receiver recovers
+		 * the ID, another one drops them and the transport retransmits. */
+		sr_warn("%s: UDP GSO failed (%s); sending packet by packet", nic->dev->ibdev.name,
+			strerror(errno));
+		nic->gso = false;
+		for (uint32_t i = 0, off = 0; i < b->n; i++) {
+			uint32_t l = i + 1 < b->n ? b->seg : (uint32_t)(b->len - off);
+			struct iovec one = { b->buf + off, l };
+			struct msghdr m1 = { .msg_name = &ss, .msg_namelen = m.msg_namelen,
+					     .msg_iov = &one, .msg_iovlen = 1 };
+
+			if (sys_sendmsg(nic->fd, &m1, 0) < 0) {
+				sr_stat_inc(&nic->stats, SR_STAT_tx_errors);
+			} else {
+				sr_stat_inc(&nic->stats, SR_STAT_tx_packets);
+				sr_stat_add(&nic->stats, SR_STAT_tx_bytes, l);
+			}
+			off += l;
+		}
+	} else if (r < 0) {
+		/* A full socket: every packet of the batch is lost; the transport recovers. */
+		sr_stat_add(&nic->stats, SR_STAT_tx_errors, b->n);
+	} else {
+		sr_stat_add(&nic->stats, SR_STAT_tx_packets, b->n);
+		sr_stat_add(&nic->stats, SR_STAT_tx_bytes, b->len);
+		if (b->n > 1)
+			sr_stat_inc(&nic->stats, SR_STAT_tx_gso_sends);
+	}
+	b->n = 0;
+	b->len = 0;
+}
+
+void sr_net_batch_begin(void)
+{
+	if (!xb) {
+		xb = calloc(1, sizeof(*xb));
+		if (!xb)
+			return;	/* then packets go one by one */
+	}
+	xb->depth++;
+}
+
+void sr_net_batch_end(void)
+{
+	if (xb && --xb->depth == 0)
+		batch_flush();
+}
+
+/* Adds a packet to this thread's batch; false: send it alone (after what is gathered). */
+static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_ipudp *t,
+		      const uint8_t *hdr, unsigned hlen, const struct iovec *pay, int npay,
+		      uint32_t paylen, unsigned pad)
+{
+	struct sr_xbatch *b = xb;
+	size_t len = hlen + paylen + pad + SR_ICRC_LEN;
+	uint8_t *p;
+
+	if (!b || !b->depth || !nic->gso || len > SR_GSO_MAX_BYTES) {
+		batch_flush();
+		return false;
+	}
+	if (b->n && (b->nic != nic || b->closed || len > b->seg || b->n == SR_GSO_MAX_SEGS ||
+		     b->len + len > SR_GSO_MAX_BYTES || !sr_addr_eq(&b->dst, dst)))
+		batch_flush();
+	if (!b->n) {
+		b->nic = nic;
+		b->dst = *dst;
+		b->seg = (uint32_t)len;
+		b->closed = false;
+	} else if (len < b->seg) {
+		b->closed = true;
+	}
+	p = b->buf + b->len;
+	memcpy(p, hdr, hlen);
+	p[4] = (uint8_t)((p[4] & 0xc0) | nic->bth_mark);
+	for (int i = 0, o = 0; i < npay; o += (int)pay[i].iov_len, i++)	/* the snapshot */
+		memcpy(p + hlen + o, pay[i].iov_base, pay[i].iov_len);
+	memset(p + hlen + paylen, 0, pad);
+	t->ip_id = (uint16_t)b->n;	/* IPv4; IPv6 has none */
+	sr_st_le32(p + len - SR_ICRC_LEN, sr_icrc_calc(t, p, len));
+	b->len += len;
+	b->n++;
+	return true;
 }
 
 static uint8_t *linearize(const struct iovec *iov, int n, size_t len)
@@ -406,6 +581,8 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	if (npay > SR_MAX_SGE + 2)
 		return -EINVAL;
 	tuple(&t, &nic->addr, dst);
+	if (xb && xb->depth && batch_add(nic, dst, &t, hdr, hlen, pay, npay, paylen, pad))
+		return 0;
 	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
 	sr_icrc_begin(&c, &t, len);
 	sr_icrc_bth(&c, hdr);
@@ -463,8 +640,10 @@ static const enum sr_stat parse_drop[SR_PE_COUNT] = {
 	[SR_PE_BAD_ICRC] = SR_STAT_drop_icrc,
 };
 
+/* One packet. *id: the IPv4 ID to expect (0 from a softrdma sender's packet sent alone; i for
+ * the i-th of a GSO batch); on return, the ID it had, so the caller can expect the next one. */
 static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src,
-		   int fd, const struct sr_addr *group)
+		   int fd, const struct sr_addr *group, uint16_t *id)
 {
 	enum sr_parse_err pe;
 	struct sr_ipudp t;
@@ -473,11 +652,19 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 	sr_stat_inc(&nic->stats, SR_STAT_rx_packets);
 	sr_stat_add(&nic->stats, SR_STAT_rx_bytes, len);
 	tuple(&t, src, group ? group : &nic->addr);
+	t.ip_id = *id;
 	pe = sr_pkt_parse(&pkt, buf, len);
-	/* A UDP socket never sees the IP header: assume ours (ID 0, DF); a sender that numbers
-	 * its IDs (Linux rxe) has its ID recovered from the ICRC (src/wire/icrc.h). */
-	bool icrc_ok = pe != SR_PE_OK || !nic->icrc_check || sr_icrc_check(&t, buf, len) ||
-		       (t.family == 4 && sr_icrc_recover_v4_id(&t, buf, len));
+	/* A UDP socket never sees the IP header: assume ours (the expected ID, DF); a sender
+	 * that numbers its IDs otherwise (Linux rxe) has its ID recovered from the ICRC
+	 * (src/wire/icrc.h). */
+	bool icrc_ok = pe != SR_PE_OK || !nic->icrc_check || sr_icrc_check(&t, buf, len);
+
+	if (!icrc_ok && t.family == 4 && sr_icrc_recover_v4_id(&t, buf, len)) {
+		icrc_ok = true;
+		sr_stat_inc(&nic->stats, SR_STAT_rx_id_recovered);
+	}
+
+	*id = t.ip_id;
 
 	if (nic->pcap) {
 		struct iovec v = { buf, len };
@@ -519,6 +706,21 @@ int sr_net_rx(struct sr_nic *nic)
 	return sr_net_rx_fd(nic, nic->fd, NULL);
 }
 
+/* The segment size of a datagram GRO coalesced from several (0: a single one). */
+static size_t gro_size(struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		int v;
+
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(v))) {
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			return v > 0 ? (size_t)v : 0;
+		}
+	}
+	return 0;
+}
+
 int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 {
 	struct sr_rxring *r = nic->rx;
@@ -529,8 +731,8 @@ int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 		r->msg[i].msg_hdr.msg_namelen = sizeof(r->src[i]);
 		r->msg[i].msg_hdr.msg_iov = &r->iov[i];
 		r->msg[i].msg_hdr.msg_iovlen = 1;
-		r->msg[i].msg_hdr.msg_control = NULL;
-		r->msg[i].msg_hdr.msg_controllen = 0;
+		r->msg[i].msg_hdr.msg_control = r->ctl[i];
+		r->msg[i].msg_hdr.msg_controllen = nic->gro && fd == nic->fd ? SR_RX_CTL : 0;
 		r->msg[i].msg_hdr.msg_flags = 0;
 	}
 	n = sys_recvmmsg(fd, r->msg, SR_RX_BATCH, MSG_DONTWAIT);
@@ -544,7 +746,18 @@ int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 			continue;
 		}
 		sr_addr_from_sockaddr(&src, (struct sockaddr *)&r->src[i]);
-		rx_one(nic, r->iov[i].iov_base, r->msg[i].msg_len, &src, fd, group);
+		uint8_t *p = r->iov[i].iov_base;
+		size_t len = r->msg[i].msg_len, seg = gro_size(&r->msg[i].msg_hdr);
+		uint16_t id = 0;
+
+		if (!seg || seg >= len) {
+			rx_one(nic, p, len, &src, fd, group, &id);
+			continue;
+		}
+		/* Several datagrams coalesced (GRO): consecutive IDs, from 0 for a softrdma
+		 * batch; from whatever the first has otherwise. */
+		for (size_t off = 0; off < len; off += seg, id++)
+			rx_one(nic, p + off, len - off < seg ? len - off : seg, &src, fd, group, &id);
 	}
 	return n;
 }

@@ -397,7 +397,17 @@ static bool req_local_step(struct sr_qp *qp, struct sr_swqe *w)
 	return false;
 }
 
+static void req_progress(struct sr_qp *qp);
+
+/* The packets of one pass leave together where they can (UDP GSO, sr_net_batch_begin). */
 void sr_req_progress(struct sr_qp *qp)
+{
+	sr_net_batch_begin();
+	req_progress(qp);
+	sr_net_batch_end();
+}
+
+static void req_progress(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
 	bool was_idle, sent = false;

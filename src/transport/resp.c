@@ -395,6 +395,7 @@ static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t r
 	struct sr_acc a = sr_acc_resp(qp, req_psn, true);
 	uint32_t n = sr_npkts(len, qp->mtu);
 
+	sr_net_batch_begin();
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t off = i * qp->mtu;
 		uint32_t plen = len - off < qp->mtu ? len - off : qp->mtu;
@@ -409,13 +410,14 @@ static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t r
 			mr = sr_mem_get(qp->nic, &a, rkey, va + off, plen, IBV_ACCESS_REMOTE_READ,
 					iov, SR_PKT_IOV, &niov, &err);
 			if (!mr)
-				return;	/* deregistered meanwhile: the requester will time out */
+				break;	/* deregistered meanwhile: the requester will time out */
 		}
 		resp_xmit(qp, SR_OPC(sr_qp_tr(qp), op), sr_psn_add(psn, (int32_t)i),
 			  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, iov, niov, plen, 0);
 		if (mr)
 			sr_mr_put(mr);
 	}
+	sr_net_batch_end();
 }
 
 static struct sr_res *res_new(struct sr_qp *qp)
