@@ -16,6 +16,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <string.h>
@@ -333,6 +334,13 @@ struct sr_xbatch {
 	uint8_t buf[SR_GSO_MAX_BYTES];
 };
 static __thread struct sr_xbatch *xb;
+static pthread_key_t xb_key;	/* frees a thread's batch buffer when the thread ends */
+static pthread_once_t xb_once = PTHREAD_ONCE_INIT;
+
+static void xb_key_init(void)
+{
+	(void)pthread_key_create(&xb_key, free);
+}
 
 static void batch_flush(void)
 {
@@ -411,9 +419,11 @@ static void batch_flush(void)
 void sr_net_batch_begin(void)
 {
 	if (!xb) {
+		pthread_once(&xb_once, xb_key_init);
 		xb = calloc(1, sizeof(*xb));
 		if (!xb)
 			return;	/* then packets go one by one */
+		(void)pthread_setspecific(xb_key, xb);
 	}
 	xb->depth++;
 }
