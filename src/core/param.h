@@ -26,6 +26,7 @@
 	X(seg_max, INT, 65536, "largest payload of one packet on a connection rdma_cm makes between two softrdma peers that both offer it (bounded by the interface MTU, a multiple of 4096; below 8192: the IB path MTU only)") \
 	X(seg_inband, BOOL, 1, "offer large segments in every packet (BTH reserved bits) and, on an RC/UC connection rdma_cm did not set up, send SEND/WRITE packets of the size a softrdma peer offers (path MTU 4096 only)") \
 	X(gso, BOOL, 1, "send a run of equal-sized packets to one peer in one sendmsg (UDP GSO; their IPv4 IDs and ICRCs are those of separate sends) and take coalesced ones in one receive (UDP GRO). Off while fault injection or a pcap is on") \
+	X(post_batch, INT, 32, "on an RC QP with a WQE waiting for its ACK, a posted send waits in the queue until this many wait or the ACK comes, then they leave together (1: every post sends at once)") \
 	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
 	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
 	X(retry_backoff, BOOL, 1, "double the local ACK timeout after each timeout without progress (at most 2 s): a peer starved of CPU is not a dead peer") \
