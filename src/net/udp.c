@@ -304,6 +304,15 @@ static int send_iov(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 	return 0;
 }
 
+/* Copies the pieces of iov, one after another, to dst. */
+static void gather(uint8_t *dst, const struct iovec *iov, int n)
+{
+	for (int i = 0; i < n; i++) {
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		dst += iov[i].iov_len;
+	}
+}
+
 /* ---- transmit batches (UDP GSO) ------------------------------------------------------------
  *
  * Between sr_net_batch_begin and _end, the packets a thread sends are gathered, whole (headers,
@@ -392,15 +401,9 @@ static void batch_flush(void)
 		for (uint32_t i = 0, off = 0; i < b->n; i++) {
 			uint32_t l = i + 1 < b->n ? b->seg : (uint32_t)(b->len - off);
 			struct iovec one = { b->buf + off, l };
-			struct msghdr m1 = { .msg_name = &ss, .msg_namelen = m.msg_namelen,
-					     .msg_iov = &one, .msg_iovlen = 1 };
 
-			if (sys_sendmsg(nic->fd, &m1, 0) < 0) {
-				sr_stat_inc(&nic->stats, SR_STAT_tx_errors);
-			} else {
-				sr_stat_inc(&nic->stats, SR_STAT_tx_packets);
-				sr_stat_add(&nic->stats, SR_STAT_tx_bytes, l);
-			}
+			/* No tuple: a NIC with a pcap tap never batches. */
+			send_iov(nic, NULL, &ss, m.msg_namelen, &one, 1, l);
 			off += l;
 		}
 	} else if (r < 0) {
@@ -434,7 +437,8 @@ void sr_net_batch_end(void)
 		batch_flush();
 }
 
-/* Adds a packet to this thread's batch; false: send it alone (after what is gathered). */
+/* Adds a packet (BTH already marked) to this thread's batch, which is open (xb->depth > 0);
+ * false: send it alone (after what is gathered). */
 static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_ipudp *t,
 		      const uint8_t *hdr, unsigned hlen, const struct iovec *pay, int npay,
 		      uint32_t paylen, unsigned pad)
@@ -443,7 +447,7 @@ static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_i
 	size_t len = hlen + paylen + pad + SR_ICRC_LEN;
 	uint8_t *p;
 
-	if (!b || !b->depth || !nic->gso || len > SR_GSO_MAX_BYTES) {
+	if (!nic->gso || len > SR_GSO_MAX_BYTES) {
 		batch_flush();
 		return false;
 	}
@@ -460,9 +464,7 @@ static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_i
 	}
 	p = b->buf + b->len;
 	memcpy(p, hdr, hlen);
-	p[4] = (uint8_t)((p[4] & 0xc0) | nic->bth_mark);
-	for (int i = 0, o = 0; i < npay; o += (int)pay[i].iov_len, i++)	/* the snapshot */
-		memcpy(p + hlen + o, pay[i].iov_base, pay[i].iov_len);
+	gather(p + hlen, pay, npay);	/* the snapshot (see sr_net_xmit) */
 	memset(p + hlen + paylen, 0, pad);
 	t->ip_id = (uint16_t)b->n;	/* IPv4; IPv6 has none */
 	sr_st_le32(p + len - SR_ICRC_LEN, sr_icrc_calc(t, p, len));
@@ -473,14 +475,10 @@ static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_i
 
 static uint8_t *linearize(const struct iovec *iov, int n, size_t len)
 {
-	uint8_t *b = malloc(len ? len : 1), *p = b;
+	uint8_t *b = malloc(len ? len : 1);
 
-	if (!b)
-		return NULL;
-	for (int i = 0; i < n; i++) {
-		memcpy(p, iov[i].iov_base, iov[i].iov_len);
-		p += iov[i].iov_len;
-	}
+	if (b)
+		gather(b, iov, n);
 	return b;
 }
 
@@ -591,9 +589,9 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	if (npay > SR_MAX_SGE + 2)
 		return -EINVAL;
 	tuple(&t, &nic->addr, dst);
+	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
 	if (xb && xb->depth && batch_add(nic, dst, &t, hdr, hlen, pay, npay, paylen, pad))
 		return 0;
-	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
 	sr_icrc_begin(&c, &t, len);
 	sr_icrc_bth(&c, hdr);
 	sr_icrc_update(&c, (uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
@@ -605,12 +603,7 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 		 * checksum over one read sent with the bytes of another would be a packet the peer
 		 * drops as corrupt -- over and over, for a page that is rewritten all the time.
 		 * A NIC reads the memory once too; what it sends is whatever that read saw. */
-		uint8_t *p = snap;
-
-		for (int i = 0; i < npay; i++) {
-			memcpy(p, pay[i].iov_base, pay[i].iov_len);
-			p += pay[i].iov_len;
-		}
+		gather(snap, pay, npay);
 		sr_icrc_update(&c, snap, paylen);
 		if (paylen) {
 			iov[n].iov_base = snap;
