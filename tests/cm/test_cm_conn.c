@@ -471,6 +471,21 @@ static int wait_comp(struct ibv_cq *cq, struct ibv_comp_channel *cc, struct ibv_
  * naming it completes on the SRQ's CQ. The wrong kinds: an RC QP accepting an XRC REQ and an
  * XRC_RECV QP connecting both fail with EINVAL, and the requester is rejected.
  */
+/* c (an XRC_SEND QP) connects; the request is taken and arrives on an XRC_RECV id. */
+static struct rdma_cm_id *xrc_request(struct rdma_cm_id *c)
+{
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *s;
+
+	REQUIRE(rdma_connect(c, NULL) == 0);
+	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	REQUIRE(ev);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK_EQ(s->qp_type, IBV_QPT_XRC_RECV);
+	return s;
+}
+
 static void test_xrc(void)
 {
 	struct sockaddr_in a = loop_addr(0);
@@ -496,12 +511,7 @@ static void test_xrc(void)
 	/* An XRC REQ answered by an RC QP: EINVAL; the application rejects. */
 	make_qp(bad, IBV_QPT_XRC_SEND);
 	CHECK(bad->send_cq && !bad->recv_cq);	/* no receive side */
-	REQUIRE(rdma_connect(bad, NULL) == 0);
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
-	REQUIRE(ev);
-	s = ev->id;
-	rdma_ack_cm_event(ev);
-	CHECK_EQ(s->qp_type, IBV_QPT_XRC_RECV);
+	s = xrc_request(bad);
 	make_qp(s, IBV_QPT_RC);
 	CHECK(rdma_accept(s, NULL) == -1 && errno == EINVAL);
 	REQUIRE(rdma_reject(s, NULL, 0) == 0);
@@ -516,12 +526,7 @@ static void test_xrc(void)
 	/* The real thing. */
 	c = client(RDMA_PS_IB, rdma_get_src_port(l));
 	make_qp(c, IBV_QPT_XRC_SEND);
-	REQUIRE(rdma_connect(c, NULL) == 0);
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
-	REQUIRE(ev);
-	s = ev->id;
-	rdma_ack_cm_event(ev);
-	CHECK_EQ(s->qp_type, IBV_QPT_XRC_RECV);
+	s = xrc_request(c);
 
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
 
