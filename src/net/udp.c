@@ -304,11 +304,15 @@ static int send_iov(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 	return 0;
 }
 
-/* Copies the pieces of iov, one after another, to dst. */
-static void gather(uint8_t *dst, const struct iovec *iov, int n)
+/* Copies the pieces of iov, one after another, to dst; with c, also runs the ICRC over them in
+ * the same pass (each byte read once: the copy is the snapshot the ICRC must describe). */
+static void gather(uint8_t *dst, const struct iovec *iov, int n, struct sr_icrc *c)
 {
 	for (int i = 0; i < n; i++) {
-		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		if (c)
+			sr_icrc_update_copy(c, dst, iov[i].iov_base, iov[i].iov_len);
+		else
+			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
 		dst += iov[i].iov_len;
 	}
 }
@@ -445,6 +449,7 @@ static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_i
 {
 	struct sr_xbatch *b = xb;
 	size_t len = hlen + paylen + pad + SR_ICRC_LEN;
+	struct sr_icrc c;
 	uint8_t *p;
 
 	if (!nic->gso || len > SR_GSO_MAX_BYTES) {
@@ -463,11 +468,15 @@ static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_i
 		b->closed = true;
 	}
 	p = b->buf + b->len;
-	memcpy(p, hdr, hlen);
-	gather(p + hlen, pay, npay);	/* the snapshot (see sr_net_xmit) */
-	memset(p + hlen + paylen, 0, pad);
 	t->ip_id = (uint16_t)b->n;	/* IPv4; IPv6 has none */
-	sr_st_le32(p + len - SR_ICRC_LEN, sr_icrc_calc(t, p, len));
+	sr_icrc_begin(&c, t, len);
+	sr_icrc_bth(&c, hdr);
+	sr_icrc_update(&c, hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
+	memcpy(p, hdr, hlen);
+	gather(p + hlen, pay, npay, &c);	/* the snapshot (see sr_net_xmit) */
+	memset(p + hlen + paylen, 0, pad);
+	sr_icrc_update(&c, p + hlen + paylen, pad);
+	sr_st_le32(p + len - SR_ICRC_LEN, sr_icrc_final(&c));
 	b->len += len;
 	b->n++;
 	return true;
@@ -478,7 +487,7 @@ static uint8_t *linearize(const struct iovec *iov, int n, size_t len)
 	uint8_t *b = malloc(len ? len : 1);
 
 	if (b)
-		gather(b, iov, n);
+		gather(b, iov, n, NULL);
 	return b;
 }
 
@@ -603,8 +612,7 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 		 * checksum over one read sent with the bytes of another would be a packet the peer
 		 * drops as corrupt -- over and over, for a page that is rewritten all the time.
 		 * A NIC reads the memory once too; what it sends is whatever that read saw. */
-		gather(snap, pay, npay);
-		sr_icrc_update(&c, snap, paylen);
+		gather(snap, pay, npay, &c);
 		if (paylen) {
 			iov[n].iov_base = snap;
 			iov[n++].iov_len = paylen;

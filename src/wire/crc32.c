@@ -197,34 +197,87 @@ SR_PCLMUL static inline __m128i ld128(const uint8_t *p)
 	return _mm_loadu_si128((const __m128i *)p);
 }
 
-SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
+SR_PCLMUL static inline void st128(uint8_t *d, __m128i v)
+{
+	_mm_storeu_si128((__m128i *)d, v);
+}
+
+/*
+ * One pass of folding over p; with d != NULL, each block is also stored to d as it is loaded,
+ * so a copy and its CRC read the source once (always inlined: d is a constant at each caller).
+ */
+SR_PCLMUL static inline __attribute__((always_inline)) uint32_t
+crc_pclmul_body(uint32_t crc, const uint8_t *p, size_t len, uint8_t *d)
 {
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
 	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
-	__m128i x0, x1, x2, x3;
+	__m128i x0, x1, x2, x3, y0, y1, y2, y3;
 	uint8_t r[16];
 
-	if (len < 64)
+	if (len < 64) {
+		if (d)
+			memcpy(d, p, len);
 		return crc_slice8(crc, p, len);
-	x0 = _mm_xor_si128(ld128(p), _mm_cvtsi32_si128((int)crc));
-	x1 = ld128(p + 16);
-	x2 = ld128(p + 32);
-	x3 = ld128(p + 48);
+	}
+	y0 = ld128(p);
+	y1 = ld128(p + 16);
+	y2 = ld128(p + 32);
+	y3 = ld128(p + 48);
+	if (d) {
+		st128(d, y0);
+		st128(d + 16, y1);
+		st128(d + 32, y2);
+		st128(d + 48, y3);
+		d += 64;
+	}
+	x0 = _mm_xor_si128(y0, _mm_cvtsi32_si128((int)crc));
+	x1 = y1;
+	x2 = y2;
+	x3 = y3;
 	p += 64;
 	len -= 64;
 	for (; len >= 64; p += 64, len -= 64) {	/* four independent lanes, 512 bits apart */
-		x0 = _mm_xor_si128(fold(x0, k512), ld128(p));
-		x1 = _mm_xor_si128(fold(x1, k512), ld128(p + 16));
-		x2 = _mm_xor_si128(fold(x2, k512), ld128(p + 32));
-		x3 = _mm_xor_si128(fold(x3, k512), ld128(p + 48));
+		y0 = ld128(p);
+		y1 = ld128(p + 16);
+		y2 = ld128(p + 32);
+		y3 = ld128(p + 48);
+		if (d) {
+			st128(d, y0);
+			st128(d + 16, y1);
+			st128(d + 32, y2);
+			st128(d + 48, y3);
+			d += 64;
+		}
+		x0 = _mm_xor_si128(fold(x0, k512), y0);
+		x1 = _mm_xor_si128(fold(x1, k512), y1);
+		x2 = _mm_xor_si128(fold(x2, k512), y2);
+		x3 = _mm_xor_si128(fold(x3, k512), y3);
 	}
 	x1 = _mm_xor_si128(fold(x0, k128), x1);
 	x2 = _mm_xor_si128(fold(x1, k128), x2);
 	x3 = _mm_xor_si128(fold(x2, k128), x3);
-	for (; len >= 16; p += 16, len -= 16)
-		x3 = _mm_xor_si128(fold(x3, k128), ld128(p));
+	for (; len >= 16; p += 16, len -= 16) {
+		y0 = ld128(p);
+		if (d) {
+			st128(d, y0);
+			d += 16;
+		}
+		x3 = _mm_xor_si128(fold(x3, k128), y0);
+	}
+	if (d)
+		memcpy(d, p, len);
 	_mm_storeu_si128((__m128i *)r, x3);
 	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
+}
+
+SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
+{
+	return crc_pclmul_body(crc, p, len, NULL);
+}
+
+SR_PCLMUL static uint32_t crc_pclmul_copy(uint32_t crc, uint8_t *d, const uint8_t *p, size_t len)
+{
+	return crc_pclmul_body(crc, p, len, d);
 }
 #endif /* SR_CRC_X86 */
 
@@ -252,4 +305,15 @@ uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)
 		return crc_pclmul(crc, buf, len);
 #endif
 	return crc_slice8(crc, buf, len);
+}
+
+uint32_t sr_crc32_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+#ifdef SR_CRC_X86
+	if (crc_have_pclmul && len >= 64)
+		return crc_pclmul_copy(crc, dst, src, len);
+#endif
+	memcpy(dst, src, len);
+	return crc_slice8(crc, dst, len);
 }
