@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Post batching (param post_batch, src/core/post.c post_deferred), watched packet by packet: the
+ * RC QP's path points at a raw UDP socket of this test (tests/common/rawpeer.c), which reads every
+ * request packet and answers with hand-made ACKs.
+ *
+ * The rule: a QP with nothing in flight sends a posted WQE at once. A WQE posted while an older
+ * one waits for its ACK stays in the SQ until the ACK comes or post_batch WQEs wait; a QP that
+ * leaves RTS flushes the held WQEs like any other. post_batch is 4 here (32 by default), so a
+ * few posts reach the threshold.
+ */
+#include "sr_test.h"
+#include "verbs_util.h"
+#include "rawpeer.h"
+
+#include <stdlib.h>
+
+#define MTU 1024
+#define FAKE_QPN 0x00beef
+#define RVA 0x100000000ull
+#define RKEY 0x4321
+#define BATCH 4
+#define P0 500u
+
+static struct vu_dev dev;
+static struct vu_buf lb;
+static struct rawpeer rp;
+static struct ibv_qp *qp;
+static struct ibv_cq *cq;
+
+#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
+
+/* The next packet is an RDMA WRITE ONLY with this PSN, carrying message i (one byte, i). */
+#define EXPECT_WRITE(psn, i) expect_write(psn, i, __LINE__)
+static bool expect_write(uint32_t psn, int i, int line)
+{
+	uint8_t buf[4096];
+	struct sr_pkt pkt;
+
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, 2000) <= 0) {
+		SR_FAIL("line %d: no packet (wanted WRITE ONLY PSN %u)", line, psn);
+		return false;
+	}
+	if (pkt.opcode != OPC(WRITE_ONLY) || pkt.psn != psn || pkt.paylen != 1 ||
+	    ((const uint8_t *)sr_pkt_payload(&pkt))[0] != (uint8_t)i) {
+		SR_FAIL("line %d: got %s PSN %u (%u bytes), wanted WRITE ONLY PSN %u of message %d",
+			line, sr_opcode_name(pkt.opcode), pkt.psn, pkt.paylen, psn, i);
+		return false;
+	}
+	return true;
+}
+
+/* Nothing is sent for ms: the posted WQEs are held. */
+#define EXPECT_HELD(ms) expect_held(ms, __LINE__)
+static bool expect_held(int ms, int line)
+{
+	uint8_t buf[4096];
+	struct sr_pkt pkt;
+
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, ms) > 0) {
+		SR_FAIL("line %d: %s PSN %u sent while an older WQE waits for its ACK", line,
+			sr_opcode_name(pkt.opcode), pkt.psn);
+		return false;
+	}
+	return true;
+}
+
+static void ack(uint32_t psn)
+{
+	uint8_t hdr[64];
+	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+
+	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+}
+
+/* Message i: one byte of value i, from its own byte of lb, to RVA + i. */
+static int post(int i)
+{
+	lb.p[i] = (uint8_t)i;
+	return vu_post_rdma(qp, (uint64_t)i, IBV_WR_RDMA_WRITE, lb.mr, lb.p + i, 1,
+			    RVA + (uint64_t)i, RKEY, 0);
+}
+
+/* n completions, in order, wr_id first .. first + n - 1, with this status. */
+static void expect_done(int first, int n, enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	for (int i = first; i < first + n; i++)
+		if (!vu_wait(cq, &wc, 2000) || wc.wr_id != (uint64_t)i || wc.status != st) {
+			SR_FAIL("WQE %d: %s, wanted %s", i, vu_wc_str(&wc), ibv_wc_status_str(st));
+			return;
+		}
+}
+
+static void connect_qp(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.sq_psn = P0;
+	c.rq_psn = 0;
+	c.timeout = 0;	/* no retransmission timer: every packet below is one the test asked for */
+	qp = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(qp);
+	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+}
+
+/* Held behind an ACK, then released by it; held until BATCH wait, then sent together. */
+static void held_until_ack_or_batch(void)
+{
+	printf("a WQE behind one in flight waits for its ACK, or for %d to wait\n", BATCH);
+	connect_qp();
+	/* Nothing in flight: message 1 leaves at once. */
+	CHECK_EQ(post(1), 0);
+	if (!EXPECT_WRITE(P0, 1))
+		return;
+	/* 2 and 3 wait behind 1. */
+	CHECK_EQ(post(2), 0);
+	CHECK_EQ(post(3), 0);
+	if (!EXPECT_HELD(150))
+		return;
+	/* 1's ACK sends both (the completer runs the requester). */
+	ack(P0);
+	expect_done(1, 1, IBV_WC_SUCCESS);
+	if (!EXPECT_WRITE(P0 + 1, 2) || !EXPECT_WRITE(P0 + 2, 3))
+		return;
+	/* 2 and 3 in flight: 4, 5, 6 wait; the 4th waiting WQE (7) sends all four. */
+	for (int i = 4; i <= 6; i++)
+		CHECK_EQ(post(i), 0);
+	if (!EXPECT_HELD(150))
+		return;
+	CHECK_EQ(post(7), 0);
+	for (int i = 4; i <= 7; i++)
+		if (!EXPECT_WRITE(P0 + (uint32_t)i - 1, i))
+			return;
+	/* One coalesced ACK completes all six. */
+	ack(P0 + 6);
+	expect_done(2, 6, IBV_WC_SUCCESS);
+	/* Nothing in flight again: no wait. */
+	CHECK_EQ(post(8), 0);
+	if (!EXPECT_WRITE(P0 + 7, 8))
+		return;
+	ack(P0 + 7);
+	expect_done(8, 1, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
+/* Held WQEs are WQEs like any other: a QP moved to ERR flushes them, in order, after the one in
+ * flight. */
+static void held_then_flushed(void)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	printf("held WQEs are flushed when the QP goes to ERR\n");
+	connect_qp();
+	CHECK_EQ(post(1), 0);
+	if (!EXPECT_WRITE(P0, 1))
+		return;
+	CHECK_EQ(post(2), 0);
+	CHECK_EQ(post(3), 0);
+	if (!EXPECT_HELD(100))
+		return;
+	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	expect_done(1, 3, IBV_WC_WR_FLUSH_ERR);
+	if (!EXPECT_HELD(100))
+		return;
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
+int main(void)
+{
+	char v[16];
+
+	sr_test_timeout(60);
+	snprintf(v, sizeof(v), "%d", BATCH);
+	setenv("SOFTRDMA_POST_BATCH", v, 1);
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &lb, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(rp_open(&rp, &dev.gid) == 0);
+	cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
+	REQUIRE(cq);
+
+	held_until_ack_or_batch();
+	held_then_flushed();
+
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	rp_close(&rp);
+	vu_buf_free(&lb);
+	vu_close(&dev);
+	return sr_test_done("test_post_batch");
+}
