@@ -668,11 +668,18 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 	/* A UDP socket never sees the IP header: assume ours (the expected ID, DF); a sender
 	 * that numbers its IDs otherwise (Linux rxe) has its ID recovered from the ICRC
 	 * (src/wire/icrc.h). */
-	bool icrc_ok = pe != SR_PE_OK || !nic->icrc_check || sr_icrc_check(&t, buf, len);
+	bool icrc_ok = true;
 
-	if (!icrc_ok && t.family == 4 && sr_icrc_recover_v4_id(&t, buf, len)) {
-		icrc_ok = true;
-		sr_stat_inc(&nic->stats, SR_STAT_rx_id_recovered);
+	if (pe == SR_PE_OK && nic->icrc_check) {
+		/* pe OK: len holds a BTH and an ICRC */
+		uint32_t got = sr_icrc_calc(&t, buf, len);
+		uint32_t want = sr_ld_le32(buf + len - SR_ICRC_LEN);
+
+		icrc_ok = got == want;
+		if (!icrc_ok && sr_icrc_recover_v4_id_from(&t, len, got, want)) {
+			icrc_ok = true;
+			sr_stat_inc(&nic->stats, SR_STAT_rx_id_recovered);
+		}
 	}
 
 	*id = t.ip_id;

@@ -76,9 +76,13 @@ bool sr_icrc_check(const struct sr_ipudp *ipu, const void *pkt, size_t len);
 /*
  * For an IPv4 packet whose ICRC fails with the given ip_id/df, look for the 16-bit IP ID (with
  * DF set, then clear) that makes it valid. On success sets ipu->ip_id / ipu->df and returns
- * true. Costs a few microseconds; used only on the slow path for non-softrdma senders.
+ * true. Costs one CRC pass and a few GF(2) products; used only on the slow path for senders that
+ * number their IDs otherwise (Linux rxe; GSO batches cut before the receiver).
  */
 bool sr_icrc_recover_v4_id(struct sr_ipudp *ipu, const void *pkt, size_t len);
+/* The same without any pass: got is the ICRC the check computed with ipu's ip_id/df (the value
+ * sr_icrc_calc returned), want the packet's own, len the packet's length. */
+bool sr_icrc_recover_v4_id_from(struct sr_ipudp *ipu, size_t len, uint32_t got, uint32_t want);
 
 /*
  * Writes a real IPv4 (20 bytes) or IPv6 (40 bytes) header and an 8-byte UDP header in front of

@@ -298,9 +298,9 @@ static void test_recover(void)
 		u.df = i % 3 != 0;
 		len = make_packet(pkt, &u, (uint8_t)(i & 1 ? 0x04 : 0x64), paylen);
 		t = u;
-		t.ip_id = 0;
+		t.ip_id = i & 4 ? (uint16_t)rnd() : 0;
 		t.df = (i & 2) != 0;	/* the caller's guess does not matter */
-		CHECK(u.ip_id == 0 || !sr_icrc_check(&t, pkt, len));
+		CHECK((t.ip_id == u.ip_id && t.df == u.df) || !sr_icrc_check(&t, pkt, len));
 		t0 = now_s();
 		CHECK(sr_icrc_recover_v4_id(&t, pkt, len));
 		if (paylen == 4096) {
