@@ -202,6 +202,17 @@ SR_PCLMUL static inline void st128(uint8_t *d, __m128i v)
 	_mm_storeu_si128((__m128i *)d, v);
 }
 
+/* The 64 bytes at p into y[0..3]; with d, stored there too. */
+SR_PCLMUL static inline __attribute__((always_inline)) void ld64(const uint8_t *p, uint8_t *d,
+								 __m128i y[4])
+{
+	for (int i = 0; i < 4; i++) {
+		y[i] = ld128(p + 16 * i);
+		if (d)
+			st128(d + 16 * i, y[i]);
+	}
+}
+
 /*
  * One pass of folding over p; with d != NULL, each block is also stored to d as it is loaded,
  * so a copy and its CRC read the source once (always inlined: d is a constant at each caller).
@@ -211,7 +222,7 @@ crc_pclmul_body(uint32_t crc, const uint8_t *p, size_t len, uint8_t *d)
 {
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
 	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
-	__m128i x0, x1, x2, x3, y0, y1, y2, y3;
+	__m128i x0, x1, x2, x3, y[4];
 	uint8_t r[16];
 
 	if (len < 64) {
@@ -219,50 +230,32 @@ crc_pclmul_body(uint32_t crc, const uint8_t *p, size_t len, uint8_t *d)
 			memcpy(d, p, len);
 		return crc_slice8(crc, p, len);
 	}
-	y0 = ld128(p);
-	y1 = ld128(p + 16);
-	y2 = ld128(p + 32);
-	y3 = ld128(p + 48);
-	if (d) {
-		st128(d, y0);
-		st128(d + 16, y1);
-		st128(d + 32, y2);
-		st128(d + 48, y3);
-		d += 64;
-	}
-	x0 = _mm_xor_si128(y0, _mm_cvtsi32_si128((int)crc));
-	x1 = y1;
-	x2 = y2;
-	x3 = y3;
-	p += 64;
-	len -= 64;
-	for (; len >= 64; p += 64, len -= 64) {	/* four independent lanes, 512 bits apart */
-		y0 = ld128(p);
-		y1 = ld128(p + 16);
-		y2 = ld128(p + 32);
-		y3 = ld128(p + 48);
-		if (d) {
-			st128(d, y0);
-			st128(d + 16, y1);
-			st128(d + 32, y2);
-			st128(d + 48, y3);
+	ld64(p, d, y);
+	x0 = _mm_xor_si128(y[0], _mm_cvtsi32_si128((int)crc));
+	x1 = y[1];
+	x2 = y[2];
+	x3 = y[3];
+	for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {	/* four lanes, 512 bits apart */
+		if (d)
 			d += 64;
-		}
-		x0 = _mm_xor_si128(fold(x0, k512), y0);
-		x1 = _mm_xor_si128(fold(x1, k512), y1);
-		x2 = _mm_xor_si128(fold(x2, k512), y2);
-		x3 = _mm_xor_si128(fold(x3, k512), y3);
+		ld64(p, d, y);
+		x0 = _mm_xor_si128(fold(x0, k512), y[0]);
+		x1 = _mm_xor_si128(fold(x1, k512), y[1]);
+		x2 = _mm_xor_si128(fold(x2, k512), y[2]);
+		x3 = _mm_xor_si128(fold(x3, k512), y[3]);
 	}
+	if (d)
+		d += 64;
 	x1 = _mm_xor_si128(fold(x0, k128), x1);
 	x2 = _mm_xor_si128(fold(x1, k128), x2);
 	x3 = _mm_xor_si128(fold(x2, k128), x3);
 	for (; len >= 16; p += 16, len -= 16) {
-		y0 = ld128(p);
+		y[0] = ld128(p);
 		if (d) {
-			st128(d, y0);
+			st128(d, y[0]);
 			d += 16;
 		}
-		x3 = _mm_xor_si128(fold(x3, k128), y0);
+		x3 = _mm_xor_si128(fold(x3, k128), y[0]);
 	}
 	if (d)
 		memcpy(d, p, len);

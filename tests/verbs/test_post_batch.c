@@ -108,19 +108,23 @@ static void connect_qp(void)
 	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
 }
 
+/* A new QP; message 1 leaves at once (nothing in flight), 2 and 3 wait behind it. */
+static bool one_sent_two_held(void)
+{
+	connect_qp();
+	CHECK_EQ(post(1), 0);
+	if (!EXPECT_WRITE(P0, 1))
+		return false;
+	CHECK_EQ(post(2), 0);
+	CHECK_EQ(post(3), 0);
+	return EXPECT_HELD(150);
+}
+
 /* Held behind an ACK, then released by it; held until BATCH wait, then sent together. */
 static void held_until_ack_or_batch(void)
 {
 	printf("a WQE behind one in flight waits for its ACK, or for %d to wait\n", BATCH);
-	connect_qp();
-	/* Nothing in flight: message 1 leaves at once. */
-	CHECK_EQ(post(1), 0);
-	if (!EXPECT_WRITE(P0, 1))
-		return;
-	/* 2 and 3 wait behind 1. */
-	CHECK_EQ(post(2), 0);
-	CHECK_EQ(post(3), 0);
-	if (!EXPECT_HELD(150))
+	if (!one_sent_two_held())
 		return;
 	/* 1's ACK sends both (the completer runs the requester). */
 	ack(P0);
@@ -155,13 +159,7 @@ static void held_then_flushed(void)
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
 	printf("held WQEs are flushed when the QP goes to ERR\n");
-	connect_qp();
-	CHECK_EQ(post(1), 0);
-	if (!EXPECT_WRITE(P0, 1))
-		return;
-	CHECK_EQ(post(2), 0);
-	CHECK_EQ(post(3), 0);
-	if (!EXPECT_HELD(100))
+	if (!one_sent_two_held())
 		return;
 	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
 	expect_done(1, 3, IBV_WC_WR_FLUSH_ERR);
