@@ -710,7 +710,8 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
 /* ---- network (src/net) -------------------------------------------------------------------- */
 /*
  * Transmits one packet: hdr (BTH and extension headers, hlen bytes, already built) then the
- * payload gathered from iov (paylen bytes), pad to 4 bytes, ICRC. Fault injection and the pcap
+ * payload gathered from iov (any number of pieces, paylen bytes, at most 65536), pad to 4
+ * bytes, ICRC. Fault injection and the pcap
  * tap sit here. Returns 0 or -errno (the packet is then lost; the transport recovers).
  */
 int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,

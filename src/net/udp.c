@@ -584,7 +584,7 @@ bool sr_net_tick(struct sr_nic *nic)
 int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
 		const struct iovec *pay, int npay, uint32_t paylen)
 {
-	struct iovec iov[SR_MAX_SGE + 4];
+	struct iovec iov[3];
 	uint8_t tail[8] = { 0 };
 	static __thread uint8_t snap[65536];	/* the largest UDP payload */
 	unsigned pad = (-paylen) & 3;
@@ -595,8 +595,8 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	socklen_t sl;
 	int n = 0, ret;
 
-	if (npay > SR_MAX_SGE + 2)
-		return -EINVAL;
+	if (paylen > sizeof(snap))
+		return -EMSGSIZE;	/* no packet is larger: a segment is at most a UDP payload */
 	tuple(&t, &nic->addr, dst);
 	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
 	if (xb && xb->depth && batch_add(nic, dst, &t, hdr, hlen, pay, npay, paylen, pad))
@@ -606,24 +606,16 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	sr_icrc_update(&c, (uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
 	iov[n].iov_base = hdr;
 	iov[n++].iov_len = hlen;
-	if (paylen <= sizeof(snap)) {
-		/* Snapshot the payload, then checksum and send the snapshot: the application may be
-		 * writing the memory right now (QEMU migrates the RAM of a running guest), and a
-		 * checksum over one read sent with the bytes of another would be a packet the peer
-		 * drops as corrupt -- over and over, for a page that is rewritten all the time.
-		 * A NIC reads the memory once too; what it sends is whatever that read saw. */
-		gather(snap, pay, npay, &c);
-		if (paylen) {
-			iov[n].iov_base = snap;
-			iov[n++].iov_len = paylen;
-		}
-	} else {
-		for (int i = 0; i < npay; i++) {
-			if (!pay[i].iov_len)
-				continue;
-			sr_icrc_update(&c, pay[i].iov_base, pay[i].iov_len);
-			iov[n++] = pay[i];
-		}
+	/* Snapshot the payload, then checksum and send the snapshot: the application may be
+	 * writing the memory right now (QEMU migrates the RAM of a running guest), and a checksum
+	 * over one read sent with the bytes of another would be a packet the peer drops as
+	 * corrupt -- over and over, for a page that is rewritten all the time. A NIC reads the
+	 * memory once too; what it sends is whatever that read saw. The snapshot also takes any
+	 * number of pieces (many SGEs over scattered pages). */
+	gather(snap, pay, npay, &c);
+	if (paylen) {
+		iov[n].iov_base = snap;
+		iov[n++].iov_len = paylen;
 	}
 	sr_icrc_update(&c, tail, pad);
 	sr_st_le32(tail + pad, sr_icrc_final(&c));

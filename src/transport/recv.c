@@ -75,12 +75,12 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		sr_stat_inc(st, SR_STAT_drop_qp_state);
 	} else if (!source_ok(qp, src)) {
 		sr_stat_inc(st, SR_STAT_drop_src);
-	} else if (pkt->mask & SR_M_REQ) {
-		qp->peer_seg = sr_bth_sr_seg(sr_pkt_bth(pkt));
-		sr_resp_rcv(qp, pkt, src);
 	} else {
 		qp->peer_seg = sr_bth_sr_seg(sr_pkt_bth(pkt));
-		sr_comp_rcv(qp, pkt);
+		if (pkt->mask & SR_M_REQ)
+			sr_resp_rcv(qp, pkt, src);
+		else
+			sr_comp_rcv(qp, pkt);
 	}
 	pthread_mutex_unlock(&qp->lock);
 	sr_qp_put(qp);

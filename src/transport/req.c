@@ -216,18 +216,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	}
 	if (sr_psn_lt(qp->req.psn, qp->req.high_psn))
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retransmits);	/* sent before */
-	if (sgl.n > SR_XMIT_MAX_IOV) {
-		/* Many SGEs over scattered pages: more pieces than the socket path takes. A packet
-		 * is up to a large segment (not one 4 KiB page): the largest UDP payload. */
-		static __thread uint8_t flat[65536];
-
-		sr_iov_copy_out(sgl.iov, sgl.n, flat, paylen);
-		struct iovec one = { flat, paylen };
-
-		sr_net_xmit(qp->nic, dst, hdr, hlen, &one, 1, paylen);
-	} else {
-		sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
-	}
+	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
 	sr_sgl_release(&sgl);
 	return covered;
 }

@@ -69,19 +69,6 @@ void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t le
 	}
 }
 
-void sr_iov_copy_out(const struct iovec *iov, int n, void *buf, uint32_t len)
-{
-	uint8_t *p = buf;
-
-	for (int i = 0; i < n && len; i++) {
-		size_t l = iov[i].iov_len < len ? iov[i].iov_len : len;
-
-		memcpy(p, iov[i].iov_base, l);
-		p += l;
-		len -= (uint32_t)l;
-	}
-}
-
 void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len)
 {
 	sr_iov_copy_in(s->iov, s->n, buf, len);

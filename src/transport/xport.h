@@ -13,9 +13,8 @@
 #define SR_MAX_HDR 64
 /* Most iovecs one packet's payload can need: two per SGE (a piece of at most one MTU of a
  * fast-registration MR crosses at most one page boundary: pages are at least 4 KiB), plus
- * two. sr_net_xmit takes SR_MAX_SGE + 2 at most: the requester linearizes beyond that. */
+ * two. sr_net_xmit gathers any number into its snapshot. */
 #define SR_MAX_IOV (2 * SR_MAX_SGE + 2)
-#define SR_XMIT_MAX_IOV (SR_MAX_SGE + 2)
 
 static inline uint32_t sr_npkts(uint32_t len, uint32_t mtu)
 {
@@ -67,9 +66,8 @@ static inline struct sr_acc sr_acc_resp(const struct sr_qp *qp, uint32_t psn, bo
 	return (struct sr_acc){ .pd = qp->pd, .qpn = sr_qpn(qp), .psn = psn,
 				.space = remote ? SR_SPACE_RESP : SR_SPACE_NOW, .remote = remote };
 }
-/* Copies len bytes of buf into iov[0..n) / out of it. */
+/* Copies len bytes of buf into iov[0..n). */
 void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t len);
-void sr_iov_copy_out(const struct iovec *iov, int n, void *buf, uint32_t len);
 /* Copies len bytes from buf into s's iovecs. */
 void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len);
 
