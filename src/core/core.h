@@ -108,8 +108,13 @@ struct sr_nic {
 	_Atomic bool backlog_off;	/* a backlog outlasted the pause: no pause until one is polled */
 	_Atomic bool rx_paused;		/* the progress thread leaves the socket to the application */
 	_Atomic uint64_t rx_empty_ns;	/* when an application's drain last found nothing */
+	_Atomic uint64_t app_poll_end_ns; /* when an application's last poll returned */
+	_Atomic uint64_t app_spin_ns;	/* since when it has polled in a tight loop for nothing */
 	struct sr_rxring *rx;
-	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch */
+	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch, or
+					 * a deferred one (rx_lock) */
+	_Atomic uint64_t ack_due;	/* earliest deferred ACK's deadline (0: none) */
+	_Atomic uint64_t wake_at;	/* when the progress thread wakes at the latest */
 
 	/* Multicast groups with attached QPs (mcast.c): one UDP socket per group. */
 	pthread_mutex_t mcast_lock;
@@ -619,6 +624,10 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 					 * meanwhile clears ack_pending, not the link) */
 	uint32_t ack_psn;
 	struct sr_qp *ack_next;
+	/* ACKs that wait for the application's answer (parameter ack_defer_us, resp.c). */
+	bool answered;			/* a send was posted since the last message came in */
+	uint8_t pp_score;		/* messages in a row the application answered */
+	uint64_t ack_due;		/* a deferred ACK leaves with the next post or at this time */
 };
 
 struct sr_qp {
@@ -638,6 +647,7 @@ struct sr_qp {
 	uint32_t mtu;			/* path MTU in bytes (or the agreed large segment) */
 	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
 	uint32_t peer_seg;		/* in-band offer seen in the peer's packets (BTH resv6) */
+	bool peer_sr;			/* the peer's packets carry softrdma's mark (BTH resv6) */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;
@@ -704,6 +714,7 @@ void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src
 /* Sends the coalesced ACKs of the batch just processed (rx_lock held). */
 void sr_resp_flush_acks(struct sr_nic *nic);
 void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK on destroy */
+void sr_resp_answer(struct sr_qp *qp);		/* qp->lock held: the application posts a send */
 /* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
 

@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,25 +357,55 @@ static int nic_run_timers(struct sr_nic *nic)
  * other work (QEMU polls both CQs after each page it migrates: half a million polls per GiB)
  * would pay a recvmmsg for nearly every poll; after a drain that found nothing, the next one
  * waits poll_rx_gap_ns (the progress thread still takes what arrives if the application
- * stops polling).
+ * stops polling). An application that does nothing but poll (it is back within
+ * SR_APP_SPIN_NS of its last poll: perftest waiting for a completion) waits for nothing else,
+ * and drains every time.
  */
+#define SR_APP_SPIN_NS 500ull
+/*
+ * ... and after spinning this long without a packet, it yields the CPU once. On 2 cores the
+ * peer it waits for may be queued on the same CPU behind it (two spinning applications of a
+ * ping-pong), where it would wait for the end of this one's slice, or for the load balancer,
+ * which leaves a task that ran within the last half millisecond where it is: 0.5-1 ms stalls
+ * that only the peer's tail-loss probe ended. Alone on its CPU, a yield costs a system call.
+ */
+#define SR_APP_YIELD_NS 20000ull
+
 int sr_nic_poll(struct sr_nic *nic)
 {
 	uint64_t now = sr_now_ns();
+	bool spinning = now - atomic_load_explicit(&nic->app_poll_end_ns, memory_order_relaxed) <
+			SR_APP_SPIN_NS;
 	int n;
 
 	atomic_store_explicit(&nic->app_poll_ns, now, memory_order_relaxed);
-	if (now - atomic_load_explicit(&nic->rx_empty_ns, memory_order_relaxed) <
-	    (uint64_t)sr_params()->poll_rx_gap_ns)
+	if ((!spinning && now - atomic_load_explicit(&nic->rx_empty_ns, memory_order_relaxed) <
+			  (uint64_t)sr_params()->poll_rx_gap_ns) ||
+	    pthread_mutex_trylock(&nic->rx_lock)) {
+		atomic_store_explicit(&nic->app_poll_end_ns, now, memory_order_relaxed);
 		return 0;
-	if (pthread_mutex_trylock(&nic->rx_lock))
-		return 0;
+	}
 	n = sr_net_rx(nic);
 	if (n > 0)
+		sr_stat_add(&nic->stats, SR_STAT_rx_app_datagrams, (uint64_t)n);
+	if (n > 0 || nic->ack_list)
 		sr_resp_flush_acks(nic);
-	else
+	if (n <= 0)
 		atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
 	pthread_mutex_unlock(&nic->rx_lock);
+	if (n > 0 || !spinning) {
+		atomic_store_explicit(&nic->app_spin_ns, 0, memory_order_relaxed);
+	} else {
+		uint64_t since = atomic_load_explicit(&nic->app_spin_ns, memory_order_relaxed);
+
+		if (!since) {
+			atomic_store_explicit(&nic->app_spin_ns, now, memory_order_relaxed);
+		} else if (now - since > SR_APP_YIELD_NS) {
+			sched_yield();
+			atomic_store_explicit(&nic->app_spin_ns, sr_now_ns(), memory_order_relaxed);
+		}
+	}
+	atomic_store_explicit(&nic->app_poll_end_ns, sr_now_ns(), memory_order_relaxed);
 	return n;
 }
 
@@ -461,6 +492,11 @@ static void busy_poll(struct sr_nic *nic)
 		now = sr_now_ns();
 		if (now >= idle_end || now >= hard_end)
 			break;
+		/* An application polling its CQ receives by itself: holding the receive lock,
+		 * this spin would only take its CPU and leave it nothing to take. */
+		if (now - atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed) <
+		    SR_APP_ACTIVE_NS)
+			break;
 		if (sr_net_rx(nic) > 0) {
 			sr_resp_flush_acks(nic);
 			idle_end = sr_now_ns() + (uint64_t)us * 1000;
@@ -509,6 +545,7 @@ static void *nic_thread(void *arg)
 	struct sr_nic *nic = arg;
 	struct epoll_event ev[4];
 	bool armed = true, grace = false;
+	int64_t defer_ns = sr_params()->ack_defer_us * 1000;
 	int64_t timeout = 0;
 	uint64_t paused_since = 0;
 
@@ -517,7 +554,30 @@ static void *nic_thread(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1000UL);
 	nic_set_nice(nic);
 	while (!atomic_load(&nic->stop)) {
-		int n = wait_ns(nic->epfd, ev, 4, timeout);
+		int n;
+
+		/* Deferred ACKs (resp.c): a polling application sends those due itself; the
+		 * thread looks at most every ack_defer_us, for one that stopped polling. So an ACK
+		 * waits at most twice ack_defer_us, and a ping-pong that defers one per message
+		 * does not wake the thread per message. wake_at is published before ack_due is
+		 * read, and a receiver that defers one stores ack_due before it reads wake_at:
+		 * one of the two sees the other, so no deadline is slept through. */
+		uint64_t now = sr_now_ns(), due;
+
+		atomic_store(&nic->wake_at, timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout);
+		due = atomic_load(&nic->ack_due);
+		if (due) {
+			int64_t left = due > now ? (int64_t)(due - now) : 0;
+
+			if (left < defer_ns)
+				left = defer_ns;
+			if (timeout < 0 || left < timeout) {
+				timeout = left;
+				atomic_store(&nic->wake_at, now + (uint64_t)left);
+			}
+		}
+		n = wait_ns(nic->epfd, ev, 4, timeout);
+		atomic_store(&nic->wake_at, 0);	/* awake: reads ack_due again before it sleeps */
 
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == nic->fd) {
@@ -588,6 +648,11 @@ static void *nic_thread(void *arg)
 			}
 		}
 timers:;
+		due = atomic_load(&nic->ack_due);
+		if (due && sr_now_ns() >= due && !pthread_mutex_trylock(&nic->rx_lock)) {
+			sr_resp_flush_acks(nic);	/* else the holder flushes after its receive */
+			pthread_mutex_unlock(&nic->rx_lock);
+		}
 		int t = nic_run_timers(nic);
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))

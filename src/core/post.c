@@ -318,7 +318,7 @@ int sr_qp_post_bind_mw(struct sr_qp *qp, struct sr_mw *mw, const struct ibv_mw_b
 	/* ibv_bind_mw(3): the window's rkey is the new one from now on (an error completion
 	 * leaves the application to undo it, as with rdma-core's providers). */
 	mw->ibmw.rkey = rkey;
-	sr_sq_kick(qp);
+	sr_sq_posted(qp, false);
 out:
 	pthread_mutex_unlock(&qp->lock);
 	return ret;
@@ -367,11 +367,26 @@ int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 		}
 		qp->sq.head++;
 	}
-	if (!post_deferred(qp))
-		sr_sq_kick(qp);
+	sr_sq_posted(qp, true);
 out:
 	pthread_mutex_unlock(&qp->lock);
 	return ret;
+}
+
+/*
+ * After a post (qp->lock held); may_wait: the WQEs may wait behind work in flight
+ * (post_deferred). A deferred ACK for the peer (resp.c, sr_resp_answer) goes in the same batch
+ * as what the requester sends, after it: shorter, it can end their GSO send, so the two reach
+ * the peer in one datagram, which processes the ACK first (udp.c, sr_net_rx_fd).
+ */
+void sr_sq_posted(struct sr_qp *qp, bool may_wait)
+{
+	sr_net_batch_begin();
+	if (!may_wait || !post_deferred(qp))
+		sr_sq_kick(qp);
+	if (qp->type == IBV_QPT_RC)
+		sr_resp_answer(qp);
+	sr_net_batch_end();
 }
 
 void sr_sq_kick(struct sr_qp *qp)

@@ -24,6 +24,8 @@ int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr
 int sr_qp_post_recv(struct sr_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 /* After new WQEs: send (or flush in ERR/SQE); qp lock held. */
 void sr_sq_kick(struct sr_qp *qp);
+/* After a post (qp->lock held): a deferred ACK, then the requester (may_wait: post_batch). */
+void sr_sq_posted(struct sr_qp *qp, bool may_wait);
 
 /* qp.c */
 int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **out);

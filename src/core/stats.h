@@ -17,6 +17,7 @@
 	X(tx_bytes, "UDP payload bytes transmitted")                                \
 	X(rx_packets, "packets received")                                           \
 	X(rx_bytes, "UDP payload bytes received")                                   \
+	X(rx_app_datagrams, "datagrams (one holds several packets when coalesced) taken by an application polling a CQ (param poll_rx), not by the progress thread") \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(tx_gso_sends, "sendmsg calls that carried several packets (UDP GSO, parameter gso)") \
 	X(rx_id_recovered, "IPv4 packets whose IP ID was not the one expected, recovered from the ICRC (Linux rxe; a GSO batch cut before a receiver without GRO)") \
@@ -42,6 +43,8 @@
 	X(ooo_run, "kept requests executed once the gap was filled")             \
 	X(dup_requests, "duplicate request packets (re-ACKed or replayed)")         \
 	X(acks_sent, "ACK packets sent")                                            \
+	X(acks_deferred, "ACKs that waited for the application's answer and left with it (param ack_defer_us)") \
+	X(acks_deferred_late, "deferred ACKs sent alone: no answer within ack_defer_us")  \
 	X(acks_rcvd, "ACK packets received")                                        \
 	X(drop_short, "dropped: too short for its headers")                         \
 	X(drop_opcode, "dropped: invalid or unsupported opcode")                    \

@@ -107,6 +107,8 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
  */
 void sr_resp_final_ack(struct sr_qp *qp)
 {
+	if (qp->resp.ack_pending && qp->resp.ack_due)
+		sr_resp_answer(qp);	/* a deferred ACK leaves now: nothing will answer it */
 	if (!sr_qp_reliable(qp) || !qp->resp.lossy ||
 	    qp->resp.epsn == qp->attr.rq_psn)
 		return;
@@ -117,20 +119,91 @@ void sr_resp_final_ack(struct sr_qp *qp)
 		sr_send_ack(qp, sr_psn_add(qp->resp.epsn, -1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 }
 
+/*
+ * Deferred ACKs (parameter ack_defer_us). In a ping-pong over UDP (ib_write_lat, ib_send_lat)
+ * each side's application polls its CQ for the ACK of what it sent, then waits for the answer
+ * somewhere softrdma cannot see (ib_write_lat spins on memory). Acknowledged at once, a message
+ * lets its sender stop polling, and the answer that follows must wake the sender's progress
+ * thread, which on 2 cores first waits for a spinning application's slice. When this QP's
+ * application has answered the last messages with a send of its own, the ACK waits for that
+ * send instead and leaves just before it (sr_resp_answer): the peer is still polling for the
+ * ACK, and its poll takes the answer too. Nothing waits longer than ack_defer_us: the progress
+ * thread sends what is due (nic->ack_due). An application that stops answering resets the
+ * score, so a one-way stream never waits. IBA lets a responder coalesce ACKs; the requester's
+ * timeout (milliseconds at least) is far beyond the deferral.
+ */
+#define SR_PP_SCORE 2
+
+/* Only toward a softrdma peer: another stack would see the answer before the ACK (resp.c's
+ * order is kept by the receiver's udp.c, sr_net_rx_fd). */
+static bool ack_deferrable(const struct sr_qp *qp)
+{
+	return qp->type == IBV_QPT_RC && qp->state == IBV_QPS_RTS && qp->peer_sr &&
+	       qp->resp.pp_score >= SR_PP_SCORE && !qp->resp.nak_sent;
+}
+
+/* Counts the messages in a row the application answered (qp->lock held; a message's end). */
+static void score_answer(struct sr_qp *qp)
+{
+	if (!qp->resp.answered)
+		qp->resp.pp_score = 0;
+	else if (qp->resp.pp_score < SR_PP_SCORE)
+		qp->resp.pp_score++;
+	qp->resp.answered = false;
+}
+
+void sr_resp_answer(struct sr_qp *qp)
+{
+	qp->resp.answered = true;
+	if (qp->resp.ack_pending && qp->resp.ack_due) {
+		sr_stat_inc(&qp->nic->stats, SR_STAT_acks_deferred);
+		sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		qp->resp.ack_pending = false;	/* the QP leaves the ACK list at its next flush */
+	}
+	qp->resp.ack_due = 0;
+}
+
+/* Called by a receiver at the end of its batch (rx_lock held), and by the progress thread when
+ * a deferred ACK is due. */
 void sr_resp_flush_acks(struct sr_nic *nic)
 {
-	struct sr_qp *qp;
+	long defer_ns = sr_params()->ack_defer_us * 1000;
+	struct sr_qp *qp, *keep = NULL;
+	uint64_t now = 0, due = 0;
 
 	while ((qp = nic->ack_list)) {
 		nic->ack_list = qp->resp.ack_next;
 		pthread_mutex_lock(&qp->lock);
-		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR)
+		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR) {
+			if (defer_ns > 0 && ack_deferrable(qp)) {
+				if (!now)
+					now = sr_now_ns();
+				if (!qp->resp.ack_due)
+					qp->resp.ack_due = now + (uint64_t)defer_ns;
+				if (now < qp->resp.ack_due) {
+					if (!due || qp->resp.ack_due < due)
+						due = qp->resp.ack_due;
+					qp->resp.ack_next = keep;
+					keep = qp;
+					pthread_mutex_unlock(&qp->lock);
+					continue;
+				}
+				sr_stat_inc(&nic->stats, SR_STAT_acks_deferred_late);
+			}
 			sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		}
 		qp->resp.ack_pending = false;
+		qp->resp.ack_due = 0;
 		qp->resp.on_ack_list = false;
 		pthread_mutex_unlock(&qp->lock);
 		sr_qp_put(qp);
 	}
+	nic->ack_list = keep;
+	atomic_store(&nic->ack_due, due);
+	/* The progress thread must look by due + ack_defer_us (it stores wake_at before it
+	 * reads ack_due; see nic_thread). */
+	if (due && atomic_load(&nic->wake_at) > due + (uint64_t)defer_ns)
+		sr_nic_kick(nic);
 }
 
 /* NAK an error (not a sequence error) and take the QP to ERR (IBA 9.9.3.1, class C). */
@@ -846,6 +919,8 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 		r = do_atomic(qp, pkt);
 	if (r == RSP_OK) {
 		qp->resp.epsn = sr_psn_next(pkt->psn);
+		if (pkt->mask & SR_M_END)
+			score_answer(qp);
 		if (pkt->ackreq && !qp->resp.acked_now)
 			ack_later(qp, pkt->psn);
 	}
@@ -1010,6 +1085,7 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->resp.uc_drop = qp->resp.have_rwqe = false;
 	qp->resp.seg = 0;
 	qp->peer_seg = 0;	/* in-band segments: the next peer's offer is heard anew */
+	qp->peer_sr = false;
 	sr_xrc_unbind(qp);
 	if (qp->resp.res)
 		memset(qp->resp.res, 0, qp->resp.nres * sizeof(*qp->resp.res));

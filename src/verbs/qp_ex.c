@@ -65,7 +65,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 		ret = -sr_swqe_finish(qp, qp->wr_start_head + i);
 	if (!ret) {
 		qp->sq.head = qp->wr_start_head + qp->wr_count;
-		sr_sq_kick(qp);
+		sr_sq_posted(qp, false);
 	}
 	qp->wr_count = 0;
 	pthread_mutex_unlock(&qp->lock);

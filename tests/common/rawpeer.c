@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -78,12 +79,39 @@ static void tuple(const struct rawpeer *rp, struct sr_ipudp *t, bool outgoing)
 	t->ttl = 64;
 }
 
-uint32_t rp_icrc(const struct rawpeer *rp, const void *buf, size_t len)
+uint32_t rp_icrc_id(const struct rawpeer *rp, const void *buf, size_t len, uint16_t id)
 {
 	struct sr_ipudp t;
 
 	tuple(rp, &t, true);
+	t.ip_id = id;
 	return sr_icrc_calc(&t, buf, len);
+}
+
+uint32_t rp_icrc(const struct rawpeer *rp, const void *buf, size_t len)
+{
+	return rp_icrc_id(rp, buf, len, 0);
+}
+
+int rp_send_gso(struct rawpeer *rp, const void *buf, size_t len, uint16_t seg)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec v = { (void *)buf, len };
+	struct msghdr m = {
+		.msg_name = &rp->dev, .msg_namelen = sizeof(rp->dev), .msg_iov = &v, .msg_iovlen = 1,
+		.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+	memset(&ctl, 0, sizeof(ctl));
+	c->cmsg_level = SOL_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	return sendmsg(rp->fd, &m, 0) == (ssize_t)len ? 0 : errno ? errno : EIO;
 }
 
 int rp_send_raw(struct rawpeer *rp, const void *buf, size_t len)

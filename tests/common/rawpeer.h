@@ -45,6 +45,10 @@ int rp_send(struct rawpeer *rp, const void *hdr, size_t hlen, const void *payloa
 int rp_send_raw(struct rawpeer *rp, const void *buf, size_t len);
 /* The valid ICRC for a whole packet buf[0..len) (its last 4 bytes ignored) from us. */
 uint32_t rp_icrc(const struct rawpeer *rp, const void *buf, size_t len);
+/* The same for a packet sent with IPv4 ID id (packet id of a GSO send, src/net/udp.c). */
+uint32_t rp_icrc_id(const struct rawpeer *rp, const void *buf, size_t len, uint16_t id);
+/* Sends buf as one UDP GSO send of seg-byte datagrams (the last may be shorter). 0 or errno. */
+int rp_send_gso(struct rawpeer *rp, const void *buf, size_t len, uint16_t seg);
 
 /* Receives one packet within timeout_ms into buf; parses it into *pkt (pkt may be NULL).
  * Returns its length, 0 on timeout, -1 on a parse failure or a bad ICRC. */

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Deferred ACKs (parameter ack_defer_us, src/transport/resp.c), watched packet by packet. The RC
+ * QP's path points at a raw UDP socket of this test (tests/common/rawpeer.c), which plays the
+ * peer: it sends one-byte WRITEs that ask for an ACK, and acknowledges the QP's own WRITEs.
+ *
+ * The rule: once the application has answered the last two messages with a send of its own, the
+ * ACK of the next one waits for the answer and leaves right after it, in the same batch; if no
+ * answer comes within ack_defer_us, the ACK leaves alone. A message left unanswered ends the
+ * deferral; destroying the QP sends a deferred ACK at once; a peer whose packets do not carry
+ * softrdma's mark (BTH resv6) never waits. The raw peer marks its packets unless told not to. ack_defer_us is 300 ms here, so that
+ * "held" and "late" are far apart from any scheduling delay.
+ *
+ * Last, the receiving side: a GSO datagram whose last, shorter packet is an ACK (what a
+ * softrdma peer sends when it answers) has the ACK taken first, with the IPv4 ID of its place
+ * in the batch.
+ */
+#include "sr_test.h"
+#include "verbs_util.h"
+#include "rawpeer.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#define FAKE_QPN 0x00d0d0
+#define RVA 0x200000000ull
+#define RKEY 0x5678
+#define P0 700u			/* the QP's first request PSN */
+#define DEFER_MS 300
+#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
+
+static struct vu_dev dev;
+static struct vu_buf lb, tgt;
+static struct rawpeer rp;
+static struct ibv_qp *qp;
+static struct ibv_cq *cq;
+static uint32_t rpsn;		/* the peer's next request PSN */
+static uint32_t spsn;		/* the QP's next request PSN */
+static int answers;		/* wr_id of the QP's next WRITE */
+static uint8_t mark;		/* BTH byte 4 of the peer's packets: softrdma's mark, or 0 */
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* The peer writes one byte (its PSN's low byte) into tgt, asking for an ACK. */
+static void peer_write(void)
+{
+	uint8_t hdr[64], b = (uint8_t)rpsn;
+	size_t hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), qp->qp_num, rpsn, true,
+				   (uint64_t)(uintptr_t)tgt.p + rpsn % 64, tgt.mr->rkey, 1);
+
+	hdr[4] |= mark;
+	REQUIRE(rp_send(&rp, hdr, hlen, &b, 1, 0) == 0);
+	rpsn++;
+}
+
+/* The next packet within ms: an ACK of the peer's last request, or the QP's WRITE. */
+#define EXPECT_ACK(ms) expect(OPC(ACK), rpsn - 1, ms, __LINE__)
+#define EXPECT_WRITE(ms) expect(OPC(WRITE_ONLY), spsn++, ms, __LINE__)
+static bool expect(uint8_t op, uint32_t psn, int ms, int line)
+{
+	uint8_t buf[4096];
+	struct sr_pkt pkt;
+
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, ms) <= 0) {
+		SR_FAIL("line %d: no packet within %d ms (wanted %s PSN %u)", line, ms,
+			sr_opcode_name(op), psn);
+		return false;
+	}
+	if (pkt.opcode != op || pkt.psn != psn) {
+		SR_FAIL("line %d: got %s PSN %u, wanted %s PSN %u", line,
+			sr_opcode_name(pkt.opcode), pkt.psn, sr_opcode_name(op), psn);
+		return false;
+	}
+	return true;
+}
+
+/* Nothing is sent for ms. */
+#define EXPECT_NOTHING(ms) expect_nothing(ms, __LINE__)
+static bool expect_nothing(int ms, int line)
+{
+	uint8_t buf[4096];
+	struct sr_pkt pkt;
+
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, ms) > 0) {
+		SR_FAIL("line %d: %s PSN %u sent, wanted nothing for %d ms", line,
+			sr_opcode_name(pkt.opcode), pkt.psn, ms);
+		return false;
+	}
+	return true;
+}
+
+/* The peer acknowledges the QP's requests up to psn; the QP's WRITE completes. */
+static void peer_ack(uint32_t psn)
+{
+	uint8_t hdr[64];
+	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+	struct ibv_wc wc;
+
+	hdr[4] |= mark;
+	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	if (!vu_wait(cq, &wc, 2000) || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("the QP's WRITE PSN %u: %s", psn, vu_wc_str(&wc));
+}
+
+/* The application answers: one byte WRITE to the peer. */
+static void answer(void)
+{
+	int i = answers++;
+
+	lb.p[i % 64] = (uint8_t)i;
+	CHECK_EQ(vu_post_rdma(qp, (uint64_t)i, IBV_WR_RDMA_WRITE, lb.mr, lb.p + i % 64, 1,
+			      RVA + (uint64_t)i, RKEY, 0), 0);
+}
+
+static void connect_qp(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.sq_psn = P0;
+	c.rq_psn = 0;
+	c.timeout = 0;	/* no retransmission: every packet below is one the test asked for */
+	qp = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(qp);
+	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	rpsn = 0;
+	spsn = P0;
+	answers = 0;
+}
+
+/* Two messages, each answered: the next message's ACK is deferred. */
+static bool ping_pong_twice(void)
+{
+	for (int i = 0; i < 2; i++) {
+		peer_write();
+		if (!EXPECT_ACK(DEFER_MS / 3))	/* not deferred yet: at once */
+			return false;
+		answer();
+		if (!EXPECT_WRITE(DEFER_MS / 3))
+			return false;
+		peer_ack(spsn - 1);
+	}
+	return true;
+}
+
+static void deferred_then_late_then_reset(void)
+{
+	struct timespec t0;
+	int64_t with = vu_stat("acks_deferred"), late = vu_stat("acks_deferred_late");
+
+	printf("an answered ping-pong defers the ACK to the answer; unanswered, it leaves late\n");
+	connect_qp();
+	if (!ping_pong_twice())
+		return;
+	/* Third message: its ACK waits for the answer, then follows it. */
+	peer_write();
+	if (!EXPECT_NOTHING(DEFER_MS / 3))
+		return;
+	answer();
+	if (!EXPECT_WRITE(DEFER_MS / 3) || !EXPECT_ACK(DEFER_MS / 3))
+		return;
+	CHECK_EQ(vu_stat("acks_deferred") - with, 1);
+	peer_ack(spsn - 1);
+	/* Fourth: no answer; the ACK leaves alone once ack_defer_us has passed (the progress
+	 * thread looks at most every ack_defer_us: at most twice that). */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	peer_write();
+	if (!EXPECT_ACK(4 * DEFER_MS))
+		return;
+	CHECK(ms_since(&t0) >= DEFER_MS - 20);
+	CHECK_EQ(vu_stat("acks_deferred_late") - late, 1);
+	/* Fifth: the fourth went unanswered, so no deferral any more. */
+	peer_write();
+	if (!EXPECT_ACK(DEFER_MS / 3))
+		return;
+	CHECK_EQ(vu_stat("acks_deferred") - with, 1);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
+/* A peer that is not softrdma (no mark in its BTH) would see the answer before the ACK: it
+ * gets every ACK at once. */
+static void not_toward_others(void)
+{
+	printf("toward another stack, ACKs are never deferred\n");
+	mark = 0;
+	connect_qp();
+	if (ping_pong_twice()) {
+		peer_write();
+		EXPECT_ACK(DEFER_MS / 3);
+	}
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	mark = SR_BTH_SR_MARK;
+}
+
+static void destroy_sends_it(void)
+{
+	printf("destroying the QP sends a deferred ACK at once\n");
+	connect_qp();
+	if (!ping_pong_twice())
+		return;
+	peer_write();
+	if (!EXPECT_NOTHING(DEFER_MS / 6))
+		return;
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	EXPECT_ACK(DEFER_MS / 3);
+}
+
+/*
+ * The peer's GSO datagram [SEND request, ACK of the QP's WRITE]: the ACK is packet 1 (IPv4 ID 1
+ * in its ICRC). The ACK is taken first, as its sender meant: the WRITE's completion comes
+ * before the SEND's on the shared CQ. Both take effect, with no ICRC failure and no ID to
+ * recover.
+ */
+static void gso_request_then_ack(void)
+{
+	uint8_t buf[256], *ack;
+	size_t slen, alen;
+	struct ibv_wc wc;
+	int64_t icrc = vu_stat("drop_icrc"), rec = vu_stat("rx_id_recovered");
+
+	printf("a coalesced [request, ACK] from a softrdma peer: the ACK first\n");
+	connect_qp();
+	CHECK_EQ(vu_post_recv(qp, 99, tgt.mr, tgt.p + 100, 16), 0);
+	answer();
+	if (!EXPECT_WRITE(DEFER_MS / 3))
+		return;
+	/* Packet 0: SEND ONLY of 5 bytes (pad 3), ID 0: longer than the ACK. */
+	slen = rp_hdr_send(buf, OPC(SEND_ONLY), qp->qp_num, rpsn, true);
+	buf[1] = (uint8_t)((buf[1] & ~SR_BTH_PAD_MASK) | (3 << SR_BTH_PAD_SHIFT));
+	memcpy(buf + slen, "Zabcd\0\0\0", 8);
+	slen += 8 + SR_ICRC_LEN;
+	sr_st_le32(buf + slen - SR_ICRC_LEN, rp_icrc_id(&rp, buf, slen, 0));
+	/* Packet 1: the ACK of the QP's WRITE, ID 1. */
+	ack = buf + slen;
+	alen = rp_hdr_ack(ack, qp->qp_num, spsn - 1, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+	alen += SR_ICRC_LEN;
+	REQUIRE(alen < slen);
+	sr_st_le32(ack + alen - SR_ICRC_LEN, rp_icrc_id(&rp, ack, alen, 1));
+	REQUIRE(rp_send_gso(&rp, buf, slen + alen, (uint16_t)slen) == 0);
+	rpsn++;
+	if (!vu_wait(cq, &wc, 2000) || wc.status != IBV_WC_SUCCESS ||
+	    wc.opcode != IBV_WC_RDMA_WRITE)
+		SR_FAIL("first completion: %s, wanted the QP's WRITE", vu_wc_str(&wc));
+	if (!vu_wait(cq, &wc, 2000) || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
+	    wc.byte_len != 5)
+		SR_FAIL("second completion: %s, wanted the peer's SEND", vu_wc_str(&wc));
+	EXPECT_ACK(DEFER_MS / 3);	/* no ping-pong yet: acknowledged at once */
+	CHECK_EQ(memcmp(tgt.p + 100, "Zabcd", 5), 0);
+	CHECK_EQ(vu_stat("drop_icrc") - icrc, 0);
+	CHECK_EQ(vu_stat("rx_id_recovered") - rec, 0);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
+int main(void)
+{
+	char v[16];
+
+	sr_test_timeout(60);
+	snprintf(v, sizeof(v), "%d", DEFER_MS * 1000);
+	setenv("SOFTRDMA_ACK_DEFER_US", v, 1);
+	REQUIRE(vu_open(&dev) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &lb, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &tgt, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(rp_open(&rp, &dev.gid) == 0);
+	cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
+	REQUIRE(cq);
+
+	mark = SR_BTH_SR_MARK;
+	deferred_then_late_then_reset();
+	not_toward_others();
+	destroy_sends_it();
+	gso_request_then_ack();
+
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	rp_close(&rp);
+	vu_buf_free(&tgt);
+	vu_buf_free(&lb);
+	vu_close(&dev);
+	return sr_test_done("test_ack_defer");
+}
