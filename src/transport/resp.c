@@ -107,7 +107,7 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
  */
 void sr_resp_final_ack(struct sr_qp *qp)
 {
-	if (qp->resp.ack_pending && qp->resp.ack_due)
+	if (qp->resp.ack_pending && qp->resp.ack_due && qp->state == IBV_QPS_RTS)
 		sr_resp_answer(qp);	/* a deferred ACK leaves now: nothing will answer it */
 	if (!sr_qp_reliable(qp) || !qp->resp.lossy ||
 	    qp->resp.epsn == qp->attr.rq_psn)
@@ -125,12 +125,14 @@ void sr_resp_final_ack(struct sr_qp *qp)
  * somewhere softrdma cannot see (ib_write_lat spins on memory). Acknowledged at once, a message
  * lets its sender stop polling, and the answer that follows must wake the sender's progress
  * thread, which on 2 cores first waits for a spinning application's slice. When this QP's
- * application has answered the last messages with a send of its own, the ACK waits for that
- * send instead and leaves just before it (sr_resp_answer): the peer is still polling for the
- * ACK, and its poll takes the answer too. Nothing waits longer than ack_defer_us: the progress
- * thread sends what is due (nic->ack_due). An application that stops answering resets the
- * score, so a one-way stream never waits. IBA lets a responder coalesce ACKs; the requester's
- * timeout (milliseconds at least) is far beyond the deferral.
+ * application has answered the last two messages with a send of its own, the ACK waits for
+ * that send instead and leaves in the same batch, after it (sr_resp_answer, called by
+ * sr_sq_posted): the peer is still polling for the ACK, and its poll takes the answer too, in
+ * one datagram whose ACK it takes first (udp.c, response_last). Nothing waits much longer than
+ * ack_defer_us: a polling receiver sends what is due at the end of its batch, the progress
+ * thread looks at least every ack_defer_us (nic->ack_due). An application that stops
+ * answering resets the score, so a one-way stream never waits. IBA lets a responder coalesce
+ * ACKs; the requester's timeout (milliseconds at least) is far beyond the deferral.
  */
 #define SR_PP_SCORE 2
 
