@@ -196,3 +196,10 @@ size_t rp_hdr_send(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool 
 	sr_bth_build(hdr, opcode, false, false, 0, SR_DEFAULT_PKEY, dqpn, ackreq, psn);
 	return oi->length;
 }
+
+bool rp_quiet(struct rawpeer *rp, int timeout_ms, struct sr_pkt *pkt)
+{
+	static uint8_t buf[65536];
+
+	return rp_recv(rp, buf, sizeof(buf), pkt, timeout_ms) <= 0;
+}

@@ -53,6 +53,9 @@ int rp_send_gso(struct rawpeer *rp, const void *buf, size_t len, uint16_t seg);
 /* Receives one packet within timeout_ms into buf; parses it into *pkt (pkt may be NULL).
  * Returns its length, 0 on timeout, -1 on a parse failure or a bad ICRC. */
 int rp_recv(struct rawpeer *rp, void *buf, size_t cap, struct sr_pkt *pkt, int timeout_ms);
+/* True when no packet arrives within timeout_ms; else *pkt is the one that did (its header
+ * fields; the payload is in a buffer the next call reuses). */
+bool rp_quiet(struct rawpeer *rp, int timeout_ms, struct sr_pkt *pkt);
 
 /* Header builders: return the header length written into hdr (SR_MAX... 64 bytes suffice). */
 size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn);

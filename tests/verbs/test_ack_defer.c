@@ -84,10 +84,9 @@ static bool expect(uint8_t op, uint32_t psn, int ms, int line)
 #define EXPECT_NOTHING(ms) expect_nothing(ms, __LINE__)
 static bool expect_nothing(int ms, int line)
 {
-	uint8_t buf[4096];
 	struct sr_pkt pkt;
 
-	if (rp_recv(&rp, buf, sizeof(buf), &pkt, ms) > 0) {
+	if (!rp_quiet(&rp, ms, &pkt)) {
 		SR_FAIL("line %d: %s PSN %u sent, wanted nothing for %d ms", line,
 			sr_opcode_name(pkt.opcode), pkt.psn, ms);
 		return false;

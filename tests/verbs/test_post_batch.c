@@ -54,10 +54,9 @@ static bool expect_write(uint32_t psn, int i, int line)
 #define EXPECT_HELD(ms) expect_held(ms, __LINE__)
 static bool expect_held(int ms, int line)
 {
-	uint8_t buf[4096];
 	struct sr_pkt pkt;
 
-	if (rp_recv(&rp, buf, sizeof(buf), &pkt, ms) > 0) {
+	if (!rp_quiet(&rp, ms, &pkt)) {
 		SR_FAIL("line %d: %s PSN %u sent while an older WQE waits for its ACK", line,
 			sr_opcode_name(pkt.opcode), pkt.psn);
 		return false;
