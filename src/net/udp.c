@@ -732,14 +732,13 @@ static size_t gro_size(struct msghdr *m)
 }
 
 /*
- * A coalesced datagram of requests whose last packet is a response (ACK, READ response, ATOMIC
- * ACK). Requests and responses run different state machines (responder, completer), so the
- * response may be taken first; not ahead of other responses, whose PSN order counts.
+ * A coalesced datagram (segments of seg bytes, the last one at offset last) of requests whose
+ * last packet is a response (ACK, READ response, ATOMIC ACK). Requests and responses run
+ * different state machines (responder, completer), so the response may be taken first; not
+ * ahead of other responses, whose PSN order counts.
  */
-static bool response_last(const uint8_t *p, size_t len, size_t seg)
+static bool response_last(const uint8_t *p, size_t last, size_t seg)
 {
-	size_t last = (len - 1) / seg * seg;
-
 	if (!(sr_opcode[p[last]].mask & SR_M_RESP))
 		return false;
 	for (size_t off = 0; off < last; off += seg)
@@ -783,15 +782,15 @@ int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 		}
 		/* Several datagrams coalesced (GRO): consecutive IDs, from 0 for a softrdma
 		 * batch; from whatever the first has otherwise. */
-		size_t end = len;
+		size_t end = len, last = (len - 1) / seg * seg;
 
-		if (response_last(p, len, seg)) {
+		if (response_last(p, last, seg)) {
 			/* Requests that end with a response (a deferred ACK after the answer,
 			 * sr_sq_posted): the response first, as its sender meant it. */
-			uint16_t last_id = (uint16_t)((len - 1) / seg);
+			uint16_t last_id = (uint16_t)(last / seg);
 
-			end = (len - 1) / seg * seg;
-			rx_one(nic, p + end, len - end, &src, fd, group, &last_id);
+			end = last;
+			rx_one(nic, p + last, len - last, &src, fd, group, &last_id);
 		}
 		for (size_t off = 0; off < end; off += seg, id++)
 			rx_one(nic, p + off, end - off < seg ? end - off : seg, &src, fd, group, &id);

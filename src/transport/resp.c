@@ -95,6 +95,19 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
 	nic->ack_list = qp;
 }
 
+/* Sends a deferred ACK now (qp->lock held; see sr_resp_answer); false if there is none. */
+static bool send_deferred(struct sr_qp *qp)
+{
+	bool due = qp->resp.ack_pending && qp->resp.ack_due;
+
+	if (due) {
+		sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		qp->resp.ack_pending = false;	/* the QP leaves the ACK list at its next flush */
+	}
+	qp->resp.ack_due = 0;
+	return due;
+}
+
 /*
  * A connected RC QP is being destroyed. Its peer may still be waiting for the ACK of the last
  * message this responder executed (the application saw the data and quit: ibv_rc_pingpong's
@@ -107,8 +120,8 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
  */
 void sr_resp_final_ack(struct sr_qp *qp)
 {
-	if (qp->resp.ack_pending && qp->resp.ack_due && qp->state == IBV_QPS_RTS)
-		sr_resp_answer(qp);	/* a deferred ACK leaves now: nothing will answer it */
+	if (qp->state == IBV_QPS_RTS)
+		send_deferred(qp);	/* nothing will answer it any more */
 	if (!sr_qp_reliable(qp) || !qp->resp.lossy ||
 	    qp->resp.epsn == qp->attr.rq_psn)
 		return;
@@ -157,12 +170,8 @@ static void score_answer(struct sr_qp *qp)
 void sr_resp_answer(struct sr_qp *qp)
 {
 	qp->resp.answered = true;
-	if (qp->resp.ack_pending && qp->resp.ack_due) {
+	if (send_deferred(qp))
 		sr_stat_inc(&qp->nic->stats, SR_STAT_acks_deferred);
-		sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-		qp->resp.ack_pending = false;	/* the QP leaves the ACK list at its next flush */
-	}
-	qp->resp.ack_due = 0;
 }
 
 /* Called by a receiver at the end of its batch (rx_lock held), and by the progress thread when
