@@ -114,6 +114,11 @@ struct sr_nic {
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch, or
 					 * a deferred one (rx_lock) */
 	_Atomic uint64_t ack_due;	/* earliest deferred ACK's deadline (0: none) */
+/* While the application polls (it sends due ACKs itself), the progress thread looks for
+ * deferred ACKs every this many ack_defer_us (nic_thread). */
+#define SR_ACK_LOOK_POLLING 4
+	_Atomic uint64_t ack_deferred_ns;	/* when an ACK was last deferred */
+#define SR_ACK_LOOK_KEEP_NS 10000000ull
 	_Atomic uint64_t wake_at;	/* when the progress thread wakes at the latest */
 
 	/* Multicast groups with attached QPs (mcast.c): one UDP socket per group. */

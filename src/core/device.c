@@ -370,41 +370,57 @@ static int nic_run_timers(struct sr_nic *nic)
  * that only the peer's tail-loss probe ended. Alone on its CPU, a yield costs a system call.
  */
 #define SR_APP_YIELD_NS 20000ull
+/*
+ * ... or this long finding the receive lock taken. Its holder is then the progress thread,
+ * and if it is not running, it was woken on this CPU after waiting for a lock this
+ * application held a moment (a CQ's, a QP's): the scheduler does not preempt a spinner for a
+ * waking thread (EEVDF lets the current task finish its slice, 1-4 ms on 2 cores; the
+ * thread's nice does not change that), and every poll would find the lock taken until the
+ * next tick. Holders that run on the other CPU only cost this application a system call.
+ */
+#define SR_APP_LOCKED_YIELD_NS 5000ull
 
 int sr_nic_poll(struct sr_nic *nic)
 {
 	uint64_t now = sr_now_ns();
 	bool spinning = now - atomic_load_explicit(&nic->app_poll_end_ns, memory_order_relaxed) <
 			SR_APP_SPIN_NS;
-	int n;
+	uint64_t since, after = SR_APP_YIELD_NS;
+	int n = 0;
 
 	atomic_store_explicit(&nic->app_poll_ns, now, memory_order_relaxed);
-	if ((!spinning && now - atomic_load_explicit(&nic->rx_empty_ns, memory_order_relaxed) <
-			  (uint64_t)sr_params()->poll_rx_gap_ns) ||
-	    pthread_mutex_trylock(&nic->rx_lock)) {
+	if (!spinning && now - atomic_load_explicit(&nic->rx_empty_ns, memory_order_relaxed) <
+			 (uint64_t)sr_params()->poll_rx_gap_ns) {
 		atomic_store_explicit(&nic->app_poll_end_ns, now, memory_order_relaxed);
 		return 0;
 	}
-	n = sr_net_rx(nic);
-	if (n > 0)
-		sr_stat_add(&nic->stats, SR_STAT_rx_app_datagrams, (uint64_t)n);
-	if (n > 0 || nic->ack_list)
-		sr_resp_flush_acks(nic);
-	if (n <= 0)
-		atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
-	pthread_mutex_unlock(&nic->rx_lock);
-	if (n > 0 || !spinning) {
-		atomic_store_explicit(&nic->app_spin_ns, 0, memory_order_relaxed);
+	if (!pthread_mutex_trylock(&nic->rx_lock)) {
+		n = sr_net_rx(nic);
+		if (n > 0)
+			sr_stat_add(&nic->stats, SR_STAT_rx_app_datagrams, (uint64_t)n);
+		if (n > 0 || nic->ack_list)
+			sr_resp_flush_acks(nic);
+		if (n <= 0)
+			atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
+		pthread_mutex_unlock(&nic->rx_lock);
+	} else if (sr_params()->busy_poll_us <= 0) {
+		after = SR_APP_LOCKED_YIELD_NS;
 	} else {
-		uint64_t since = atomic_load_explicit(&nic->app_spin_ns, memory_order_relaxed);
-
-		if (!since) {
-			atomic_store_explicit(&nic->app_spin_ns, now, memory_order_relaxed);
-		} else if (now - since > SR_APP_YIELD_NS) {
-			sched_yield();
-			atomic_store_explicit(&nic->app_spin_ns, sr_now_ns(), memory_order_relaxed);
-		}
+		/* A busy-polling thread steps aside by itself when it sees this poll; a yield
+		 * would only hand the CPU to its spin. */
+		atomic_store_explicit(&nic->app_poll_end_ns, now, memory_order_relaxed);
+		return 0;
 	}
+	since = atomic_load_explicit(&nic->app_spin_ns, memory_order_relaxed);
+	if (n > 0 || !spinning) {
+		since = 0;
+	} else if (!since) {
+		since = now;
+	} else if (now - since > after) {
+		sched_yield();
+		since = sr_now_ns();
+	}
+	atomic_store_explicit(&nic->app_spin_ns, since, memory_order_relaxed);
 	atomic_store_explicit(&nic->app_poll_end_ns, sr_now_ns(), memory_order_relaxed);
 	return n;
 }
@@ -557,20 +573,30 @@ static void *nic_thread(void *arg)
 		int n;
 
 		/* Deferred ACKs (resp.c): a polling application sends those due itself; the
-		 * thread looks at most every ack_defer_us, for one that stopped polling. So an ACK
-		 * waits at most twice ack_defer_us, and a ping-pong that defers one per message
-		 * does not wake the thread per message. wake_at is published before ack_due is
-		 * read, and a receiver that defers one stores ack_due before it reads wake_at:
-		 * one of the two sees the other, so no deadline is slept through. */
+		 * thread looks for one that stopped polling, every ack_defer_us, or every
+		 * SR_ACK_LOOK_POLLING times that while the application polls. So an ACK waits at
+		 * most SR_ACK_LOOK_POLLING + 1 times ack_defer_us, and a ping-pong that defers one
+		 * per message does not wake the thread per message (each wake-up preempts a
+		 * spinning application). wake_at is published before ack_due is read, and a
+		 * receiver that defers one stores ack_due before it reads wake_at: one of the two
+		 * sees the other, so no deadline is slept through. In a ping-pong every answer
+		 * takes its ACK with it and leaves none pending, so the thread keeps looking
+		 * for SR_ACK_LOOK_KEEP_NS after the last deferral: else the next one would find
+		 * it asleep for longer and wake it (a wake-up per message again). */
 		uint64_t now = sr_now_ns(), due;
 
 		atomic_store(&nic->wake_at, timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout);
 		due = atomic_load(&nic->ack_due);
-		if (due) {
+		if (due || now - atomic_load_explicit(&nic->ack_deferred_ns, memory_order_relaxed) <
+				   SR_ACK_LOOK_KEEP_NS) {
 			int64_t left = due > now ? (int64_t)(due - now) : 0;
+			int64_t look = defer_ns;
 
-			if (left < defer_ns)
-				left = defer_ns;
+			if (now - atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed) <
+			    (uint64_t)defer_ns)
+				look *= SR_ACK_LOOK_POLLING;
+			if (left < look)
+				left = look;
 			if (timeout < 0 || left < timeout) {
 				timeout = left;
 				atomic_store(&nic->wake_at, now + (uint64_t)left);

@@ -143,7 +143,8 @@ void sr_resp_final_ack(struct sr_qp *qp)
  * sr_sq_posted): the peer is still polling for the ACK, and its poll takes the answer too, in
  * one datagram whose ACK it takes first (udp.c, response_last). Nothing waits much longer than
  * ack_defer_us: a polling receiver sends what is due at the end of its batch, the progress
- * thread looks at least every ack_defer_us (nic->ack_due). An application that stops
+ * thread looks at least every SR_ACK_LOOK_POLLING * ack_defer_us (nic->ack_due; see
+ * nic_thread). An application that stops
  * answering resets the score, so a one-way stream never waits. IBA lets a responder coalesce
  * ACKs; the requester's timeout (milliseconds at least) is far beyond the deferral.
  */
@@ -210,10 +211,12 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 		sr_qp_put(qp);
 	}
 	nic->ack_list = keep;
+	if (due)
+		atomic_store_explicit(&nic->ack_deferred_ns, now, memory_order_relaxed);
 	atomic_store(&nic->ack_due, due);
-	/* The progress thread must look by due + ack_defer_us (it stores wake_at before it
-	 * reads ack_due; see nic_thread). */
-	if (due && atomic_load(&nic->wake_at) > due + (uint64_t)defer_ns)
+	/* The progress thread must look by due + SR_ACK_LOOK_POLLING * ack_defer_us (it stores
+	 * wake_at before it reads ack_due; see nic_thread). */
+	if (due && atomic_load(&nic->wake_at) > due + SR_ACK_LOOK_POLLING * (uint64_t)defer_ns)
 		sr_nic_kick(nic);
 }
 
