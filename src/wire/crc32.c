@@ -6,7 +6,7 @@
  * Two engines giving identical results:
  *  - slicing-by-8 tables (portable, ~8 bytes per round of 8 lookups);
  *  - carry-less multiplication folding (x86 PCLMULQDQ), chosen at run time, for buffers of
- *    64 bytes and more.
+ *    64 bytes and more (four lanes, eight from 256 bytes).
  *
  * Polynomials here use the reflected convention of the tables: in a 32-bit value, bit 31 is
  * the coefficient of x^0 and bit 0 that of x^31. In a byte stream, the first bit (bit 0 of the
@@ -90,8 +90,8 @@ uint32_t sr_crc32_zeros(uint32_t crc, uint64_t nbytes)
 /* ---- Slicing-by-8 ---------------------------------------------------------------------- */
 
 #ifdef SR_CRC_X86
-/* Fold constants for the PCLMUL path: {x^(64+D-1), x^(D-1)} mod P for D = 512 and 128 bits. */
-static uint64_t k_fold512[2], k_fold128[2];
+/* Fold constants for the PCLMUL path: {x^(64+D-1), x^(D-1)} mod P for D = 1024, 512, 128 bits. */
+static uint64_t k_fold1024[2], k_fold512[2], k_fold128[2];
 static void pclmul_init(void);
 #endif
 
@@ -177,6 +177,8 @@ static uint64_t fold_k(unsigned e)
 
 static void pclmul_init(void)
 {
+	k_fold1024[0] = fold_k(1024 + 64 - 1);
+	k_fold1024[1] = fold_k(1024 - 1);
 	k_fold512[0] = fold_k(512 + 64 - 1);
 	k_fold512[1] = fold_k(512 - 1);
 	k_fold128[0] = fold_k(128 + 64 - 1);
@@ -197,81 +199,82 @@ SR_PCLMUL static inline __m128i ld128(const uint8_t *p)
 	return _mm_loadu_si128((const __m128i *)p);
 }
 
-SR_PCLMUL static inline void st128(uint8_t *d, __m128i v)
+/* The 64 bytes at p into y[0..3]. */
+SR_PCLMUL static inline __attribute__((always_inline)) void ld64(const uint8_t *p, __m128i y[4])
 {
-	_mm_storeu_si128((__m128i *)d, v);
-}
-
-/* The 64 bytes at p into y[0..3]; with d, stored there too. */
-SR_PCLMUL static inline __attribute__((always_inline)) void ld64(const uint8_t *p, uint8_t *d,
-								 __m128i y[4])
-{
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4; i++)
 		y[i] = ld128(p + 16 * i);
-		if (d)
-			st128(d + 16 * i, y[i]);
-	}
 }
 
-/*
- * One pass of folding over p; with d != NULL, each block is also stored to d as it is loaded,
- * so a copy and its CRC read the source once (always inlined: d is a constant at each caller).
- */
-SR_PCLMUL static inline __attribute__((always_inline)) uint32_t
-crc_pclmul_body(uint32_t crc, const uint8_t *p, size_t len, uint8_t *d)
+/* One pass of folding over p. */
+SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
 {
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
 	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
 	__m128i x0, x1, x2, x3, y[4];
 	uint8_t r[16];
 
-	if (len < 64) {
-		if (d)
-			memcpy(d, p, len);
+	if (len < 64)
 		return crc_slice8(crc, p, len);
-	}
-	ld64(p, d, y);
+	ld64(p, y);
 	x0 = _mm_xor_si128(y[0], _mm_cvtsi32_si128((int)crc));
 	x1 = y[1];
 	x2 = y[2];
 	x3 = y[3];
-	for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {	/* four lanes, 512 bits apart */
-		if (d)
-			d += 64;
-		ld64(p, d, y);
+	p += 64;
+	len -= 64;
+	if (len >= 192) {
+		/*
+		 * Eight lanes, 1024 bits apart: a fold is a carry-less multiply (latency 6-7
+		 * cycles) and two XORs, so four lanes wait on that chain, while eight keep the
+		 * multiplier busy every cycle. On the benchmarks' 2.5 GHz Xeon: 8 KiB in cache, 12.4
+		 * GB/s with four lanes, 22.8 with eight; 8 KiB pieces of a 1 MiB region, 8.4 and 20.6.
+		 */
+		const __m128i k1024 = _mm_set_epi64x((long long)k_fold1024[1],
+						     (long long)k_fold1024[0]);
+		__m128i x4, x5, x6, x7;
+
+		ld64(p, y);
+		x4 = y[0];
+		x5 = y[1];
+		x6 = y[2];
+		x7 = y[3];
+		for (p += 64, len -= 64; len >= 128; p += 128, len -= 128) {
+			ld64(p, y);
+			x0 = _mm_xor_si128(fold(x0, k1024), y[0]);
+			x1 = _mm_xor_si128(fold(x1, k1024), y[1]);
+			x2 = _mm_xor_si128(fold(x2, k1024), y[2]);
+			x3 = _mm_xor_si128(fold(x3, k1024), y[3]);
+			ld64(p + 64, y);
+			x4 = _mm_xor_si128(fold(x4, k1024), y[0]);
+			x5 = _mm_xor_si128(fold(x5, k1024), y[1]);
+			x6 = _mm_xor_si128(fold(x6, k1024), y[2]);
+			x7 = _mm_xor_si128(fold(x7, k1024), y[3]);
+		}
+		/* The first four lanes forward 512 bits, onto the last four: four lanes again. */
+		x0 = _mm_xor_si128(fold(x0, k512), x4);
+		x1 = _mm_xor_si128(fold(x1, k512), x5);
+		x2 = _mm_xor_si128(fold(x2, k512), x6);
+		x3 = _mm_xor_si128(fold(x3, k512), x7);
+	}
+	for (; len >= 64; p += 64, len -= 64) {	/* four lanes, 512 bits apart */
+		ld64(p, y);
 		x0 = _mm_xor_si128(fold(x0, k512), y[0]);
 		x1 = _mm_xor_si128(fold(x1, k512), y[1]);
 		x2 = _mm_xor_si128(fold(x2, k512), y[2]);
 		x3 = _mm_xor_si128(fold(x3, k512), y[3]);
 	}
-	if (d)
-		d += 64;
 	x1 = _mm_xor_si128(fold(x0, k128), x1);
 	x2 = _mm_xor_si128(fold(x1, k128), x2);
 	x3 = _mm_xor_si128(fold(x2, k128), x3);
 	for (; len >= 16; p += 16, len -= 16) {
 		y[0] = ld128(p);
-		if (d) {
-			st128(d, y[0]);
-			d += 16;
-		}
 		x3 = _mm_xor_si128(fold(x3, k128), y[0]);
 	}
-	if (d)
-		memcpy(d, p, len);
 	_mm_storeu_si128((__m128i *)r, x3);
 	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
 }
 
-SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
-{
-	return crc_pclmul_body(crc, p, len, NULL);
-}
-
-SR_PCLMUL static uint32_t crc_pclmul_copy(uint32_t crc, uint8_t *d, const uint8_t *p, size_t len)
-{
-	return crc_pclmul_body(crc, p, len, d);
-}
 #endif /* SR_CRC_X86 */
 
 bool sr_crc32_have_pclmul(void)
@@ -300,13 +303,25 @@ uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)
 	return crc_slice8(crc, buf, len);
 }
 
+/*
+ * Copies src to dst and returns the CRC of what it copied. The source is read once, and the CRC
+ * describes the copy, whatever the source became meanwhile. Piece by piece: a piece is copied,
+ * then folded while it is still in the first-level caches. On the benchmarks' 2.5 GHz Xeon
+ * this does 12.8 GB/s for 8 KiB packets out of a 1 MiB region, against 8.5 for one loop that
+ * stored each block it folded (its 16-byte stores between the multiplies were the bottleneck).
+ */
+#define SR_CRC_COPY_PIECE 8192
+
 uint32_t sr_crc32_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
-	pthread_once(&crc_once, crc_init);
-#ifdef SR_CRC_X86
-	if (crc_have_pclmul && len >= 64)
-		return crc_pclmul_copy(crc, dst, src, len);
-#endif
-	memcpy(dst, src, len);
-	return crc_slice8(crc, dst, len);
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	for (size_t off = 0; off < len; off += SR_CRC_COPY_PIECE) {
+		size_t n = len - off < SR_CRC_COPY_PIECE ? len - off : SR_CRC_COPY_PIECE;
+
+		memcpy(d + off, s + off, n);
+		crc = sr_crc32_raw(crc, d + off, n);
+	}
+	return crc;
 }

@@ -39,8 +39,8 @@ uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len);
 /* The same through one engine: slicing-by-8 tables, or PCLMULQDQ folding (falls back to the
  * tables where the CPU lacks it). Identical results; for tests and benchmarks. */
 uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len);
-/* Copies len bytes from src to dst (not overlapping) and returns sr_crc32_raw(crc, src, len)
- * of the bytes copied, reading src once: a snapshot and its CRC in one pass. */
+/* Copies len bytes from src to dst (not overlapping) and returns the CRC (sr_crc32_raw) of the
+ * bytes copied, reading src once: the CRC describes the snapshot, whatever src became. */
 uint32_t sr_crc32_copy(uint32_t crc, void *dst, const void *src, size_t len);
 uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len);
 bool sr_crc32_have_pclmul(void);
