@@ -114,11 +114,7 @@ struct sr_nic {
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch, or
 					 * a deferred one (rx_lock) */
 	_Atomic uint64_t ack_due;	/* earliest deferred ACK's deadline (0: none) */
-/* While the application polls (it sends due ACKs itself), the progress thread looks for
- * deferred ACKs every this many ack_defer_us (nic_thread). */
-#define SR_ACK_LOOK_POLLING 4
 	_Atomic uint64_t ack_deferred_ns;	/* when an ACK was last deferred */
-#define SR_ACK_LOOK_KEEP_NS 10000000ull
 	_Atomic uint64_t wake_at;	/* when the progress thread wakes at the latest */
 
 	/* Multicast groups with attached QPs (mcast.c): one UDP socket per group. */
@@ -716,6 +712,11 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
 void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
+/* While the application polls (it sends due ACKs itself), the progress thread looks for
+ * deferred ACKs every this many ack_defer_us (nic_thread); and it keeps looking this long after
+ * the last deferral. */
+#define SR_ACK_LOOK_POLLING 4
+#define SR_ACK_LOOK_KEEP_NS 10000000ull
 /* Sends the coalesced ACKs of the batch just processed (rx_lock held). */
 void sr_resp_flush_acks(struct sr_nic *nic);
 void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK on destroy */
