@@ -304,17 +304,33 @@ static int send_iov(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 	return 0;
 }
 
-/* Copies the pieces of iov, one after another, to dst; with c, also runs the ICRC over them in
- * the same pass (each byte read once: the copy is the snapshot the ICRC must describe). */
-static void gather(uint8_t *dst, const struct iovec *iov, int n, struct sr_icrc *c)
+/* Copies the pieces of iov, one after another, to dst. */
+static void gather(uint8_t *dst, const struct iovec *iov, int n)
 {
 	for (int i = 0; i < n; i++) {
-		if (c)
-			sr_icrc_update_copy(c, dst, iov[i].iov_base, iov[i].iov_len);
-		else
-			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
 		dst += iov[i].iov_len;
 	}
+}
+
+/*
+ * Builds a whole packet at p: the headers (BTH already marked), a snapshot of the payload, the
+ * pad, and the ICRC (t: the IP/UDP tuple it goes with). The ICRC is computed over the snapshot,
+ * not the source: the application may be writing that memory right now (QEMU migrates the RAM
+ * of a running guest), and a checksum over one read sent with the bytes of another would be a
+ * packet the peer drops as corrupt -- over and over, for a page that is rewritten all the time.
+ * A NIC reads the memory once too; what it sends is whatever that read saw. The snapshot also
+ * takes any number of pieces (many SGEs over scattered pages). len: its length, pad to 4
+ * bytes and ICRC included.
+ */
+static void build_packet(uint8_t *p, const struct sr_ipudp *t, const uint8_t *hdr,
+			 unsigned hlen, const struct iovec *pay, int npay, uint32_t paylen,
+			 size_t len)
+{
+	memcpy(p, hdr, hlen);
+	gather(p + hlen, pay, npay);
+	memset(p + hlen + paylen, 0, len - SR_ICRC_LEN - hlen - paylen);	/* the pad */
+	sr_st_le32(p + len - SR_ICRC_LEN, sr_icrc_calc(t, p, len));
 }
 
 /* ---- transmit batches (UDP GSO) ------------------------------------------------------------
@@ -441,16 +457,13 @@ void sr_net_batch_end(void)
 		batch_flush();
 }
 
-/* Adds a packet (BTH already marked) to this thread's batch, which is open (xb->depth > 0);
- * false: send it alone (after what is gathered). */
+/* Adds a packet (BTH already marked) of len bytes to this thread's batch, which is open
+ * (xb->depth > 0); false: send it alone (after what is gathered). */
 static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_ipudp *t,
 		      const uint8_t *hdr, unsigned hlen, const struct iovec *pay, int npay,
-		      uint32_t paylen, unsigned pad)
+		      uint32_t paylen, size_t len)
 {
 	struct sr_xbatch *b = xb;
-	size_t len = hlen + paylen + pad + SR_ICRC_LEN;
-	struct sr_icrc c;
-	uint8_t *p;
 
 	if (!nic->gso || len > SR_GSO_MAX_BYTES) {
 		batch_flush();
@@ -467,16 +480,8 @@ static bool batch_add(struct sr_nic *nic, const struct sr_addr *dst, struct sr_i
 	} else if (len < b->seg) {
 		b->closed = true;
 	}
-	p = b->buf + b->len;
 	t->ip_id = (uint16_t)b->n;	/* IPv4; IPv6 has none */
-	sr_icrc_begin(&c, t, len);
-	sr_icrc_bth(&c, hdr);
-	sr_icrc_update(&c, hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
-	memcpy(p, hdr, hlen);
-	gather(p + hlen, pay, npay, &c);	/* the snapshot (see sr_net_xmit) */
-	memset(p + hlen + paylen, 0, pad);
-	sr_icrc_update(&c, p + hlen + paylen, pad);
-	sr_st_le32(p + len - SR_ICRC_LEN, sr_icrc_final(&c));
+	build_packet(b->buf + b->len, t, hdr, hlen, pay, npay, paylen, len);
 	b->len += len;
 	b->n++;
 	return true;
@@ -487,7 +492,7 @@ static uint8_t *linearize(const struct iovec *iov, int n, size_t len)
 	uint8_t *b = malloc(len ? len : 1);
 
 	if (b)
-		gather(b, iov, n, NULL);
+		gather(b, iov, n);
 	return b;
 }
 
@@ -584,48 +589,26 @@ bool sr_net_tick(struct sr_nic *nic)
 int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
 		const struct iovec *pay, int npay, uint32_t paylen)
 {
-	struct iovec iov[3];
-	uint8_t tail[8] = { 0 };
-	static __thread uint8_t snap[65536];	/* the largest UDP payload */
-	unsigned pad = (-paylen) & 3;
-	size_t len = hlen + paylen + pad + 4;
+	/* Headers (at most 64 bytes: SR_MAX_HDR), the largest UDP payload, pad and ICRC. */
+	static __thread uint8_t pkt[128 + 65536 + 8];
+	size_t len = hlen + paylen + ((-paylen) & 3) + SR_ICRC_LEN;	/* pad to 4 bytes, ICRC */
+	struct iovec v = { pkt, len };
 	struct sockaddr_storage ss;
 	struct sr_ipudp t;
-	struct sr_icrc c;
 	socklen_t sl;
-	int n = 0, ret;
+	int ret;
 
-	if (paylen > sizeof(snap))
+	if (paylen > 65536 || hlen > 128)
 		return -EMSGSIZE;	/* no packet is larger: a segment is at most a UDP payload */
 	tuple(&t, &nic->addr, dst);
 	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
-	if (xb && xb->depth && batch_add(nic, dst, &t, hdr, hlen, pay, npay, paylen, pad))
+	if (xb && xb->depth && batch_add(nic, dst, &t, hdr, hlen, pay, npay, paylen, len))
 		return 0;
-	sr_icrc_begin(&c, &t, len);
-	sr_icrc_bth(&c, hdr);
-	sr_icrc_update(&c, (uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
-	iov[n].iov_base = hdr;
-	iov[n++].iov_len = hlen;
-	/* Snapshot the payload, then checksum and send the snapshot: the application may be
-	 * writing the memory right now (QEMU migrates the RAM of a running guest), and a checksum
-	 * over one read sent with the bytes of another would be a packet the peer drops as
-	 * corrupt -- over and over, for a page that is rewritten all the time. A NIC reads the
-	 * memory once too; what it sends is whatever that read saw. The snapshot also takes any
-	 * number of pieces (many SGEs over scattered pages). */
-	gather(snap, pay, npay, &c);
-	if (paylen) {
-		iov[n].iov_base = snap;
-		iov[n++].iov_len = paylen;
-	}
-	sr_icrc_update(&c, tail, pad);
-	sr_st_le32(tail + pad, sr_icrc_final(&c));
-	iov[n].iov_base = tail;
-	iov[n++].iov_len = pad + 4;
-
+	build_packet(pkt, &t, hdr, hlen, pay, npay, paylen, len);
 	sl = sr_addr_to_sockaddr(dst, &ss);
-	if (nic->fault && !faulted(nic, &t, &ss, sl, iov, n, len))
+	if (nic->fault && !faulted(nic, &t, &ss, sl, &v, 1, len))
 		return 0;
-	ret = send_iov(nic, &t, &ss, sl, iov, n, len);
+	ret = send_iov(nic, &t, &ss, sl, &v, 1, len);
 	if (nic->fault && nic->fault->held) {
 		pthread_mutex_lock(&nic->fault->lock);
 		release_held(nic, nic->fault);	/* the held packet now comes after this one */

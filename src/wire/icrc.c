@@ -79,11 +79,6 @@ void sr_icrc_update(struct sr_icrc *st, const void *buf, size_t len)
 	st->crc = sr_crc32_raw(st->crc, buf, len);
 }
 
-void sr_icrc_update_copy(struct sr_icrc *st, void *dst, const void *src, size_t len)
-{
-	st->crc = sr_crc32_copy(st->crc, dst, src, len);
-}
-
 uint32_t sr_icrc_final(const struct sr_icrc *st)
 {
 	return ~st->crc;

@@ -39,9 +39,6 @@ uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len);
 /* The same through one engine: slicing-by-8 tables, or PCLMULQDQ folding (falls back to the
  * tables where the CPU lacks it). Identical results; for tests and benchmarks. */
 uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len);
-/* Copies len bytes from src to dst (not overlapping) and returns the CRC (sr_crc32_raw) of the
- * bytes copied, reading src once: the CRC describes the snapshot, whatever src became. */
-uint32_t sr_crc32_copy(uint32_t crc, void *dst, const void *src, size_t len);
 uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len);
 bool sr_crc32_have_pclmul(void);
 /*
@@ -64,8 +61,6 @@ void sr_icrc_begin(struct sr_icrc *st, const struct sr_ipudp *ipu, size_t udp_pa
 /* The BTH (12 bytes) with resv8a masked; must be the first update after begin. */
 void sr_icrc_bth(struct sr_icrc *st, const void *bth);
 void sr_icrc_update(struct sr_icrc *st, const void *buf, size_t len);
-/* The same over the bytes it copies from src to dst (sr_crc32_copy). */
-void sr_icrc_update_copy(struct sr_icrc *st, void *dst, const void *src, size_t len);
 /* The 32-bit value to store with sr_st_le32() in the packet's last 4 bytes. */
 uint32_t sr_icrc_final(const struct sr_icrc *st);
 

@@ -105,27 +105,6 @@ static void test_crc_engines(void)
 	CHECK_EQ(bad, 0);
 }
 
-/* The fused copy: the same CRC, and dst byte for byte what src was, bytes around it untouched. */
-static void test_crc_copy(void)
-{
-	static uint8_t src[70016], dst[70016 + 32];
-	int bad = 0;
-
-	fill(src, sizeof(src));
-	/* Every length to 1024 (the 4- and 8-lane loops and every tail), then random ones. */
-	for (int i = 0; i < 1124; i++) {
-		size_t len = i <= 1024 ? (size_t)i : rnd() % 70000, so = rnd() % 16, d_o = 8 + rnd() % 16;
-		uint32_t seed = (uint32_t)rnd();
-
-		memset(dst, 0xa5, sizeof(dst));
-		bad += sr_crc32_copy(seed, dst + d_o, src + so, len) !=
-		       sr_crc32_raw_sw(seed, src + so, len);
-		bad += memcmp(dst + d_o, src + so, len) != 0;
-		bad += dst[d_o - 1] != 0xa5 || dst[d_o + len] != 0xa5;
-	}
-	CHECK_EQ(bad, 0);
-}
-
 /* x^n mod P and zero-byte shifts against running the CRC over real zero bytes. */
 static void test_crc_gf2(void)
 {
@@ -431,7 +410,6 @@ int main(void)
 	test_recover();
 	test_build_v4();
 	test_build_v6();
-	test_crc_copy();
 	bench_one("slicing", sr_crc32_raw_sw);
 	if (sr_crc32_have_pclmul())
 		bench_one("pclmul", sr_crc32_raw_pclmul);
