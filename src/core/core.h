@@ -787,6 +787,10 @@ void sr_direct_qp_withdraw(struct sr_qp *qp);	/* before its index is freed */
 /* Executes WQE w (at req.idx, nothing outstanding before it) without a packet when the peer
  * is a softrdma process on this host; false: send it as packets. */
 bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w);
+/* Its copy: process_vm_writev (readv) of lv to [raddr, +len) of pid, long ones shared with a
+ * helper thread (src/transport/dcopy.c). Returns the bytes copied, or -1 with errno. */
+ssize_t sr_dcopy(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
+		 unsigned long ln, uintptr_t raddr, size_t len);
 
 /* Path MTU enum <-> bytes. */
 static inline uint32_t sr_mtu_bytes(enum ibv_mtu m) { return 128u << m; }

@@ -23,6 +23,7 @@
 	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
 	X(direct, BOOL, 1, "between two softrdma processes of one host and network namespace, an RC RDMA WRITE or READ moves its payload with one process_vm_writev/readv after checking the target's key table (exported in stats_dir), no packet; 0: always UDP. Off while fault injection or a pcap is on") \
+	X(direct_split, INT, 262144, "a direct-path copy of at least this many bytes is cut into chunks that a second thread copies beside the posting one (one helper per process, 2+ CPUs); 0: one thread copies") \
 	X(seg_max, INT, 65536, "largest payload of one packet on a connection rdma_cm makes between two softrdma peers that both offer it (bounded by the interface MTU, a multiple of 4096; below 8192: the IB path MTU only)") \
 	X(seg_inband, BOOL, 1, "offer large segments in every packet (BTH reserved bits) and, on an RC/UC connection rdma_cm did not set up, send SEND/WRITE packets of the size a softrdma peer offers (path MTU 4096 only)") \
 	X(gso, BOOL, 1, "send a run of equal-sized packets to one peer in one sendmsg (UDP GSO; their IPv4 IDs and ICRCs are those of separate sends) and take coalesced ones in one receive (UDP GRO). Off while fault injection or a pcap is on") \

@@ -651,10 +651,8 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	atomic_thread_fence(memory_order_seq_cst);	/* Dekker: our store before its load */
 	if (seq_read(&k->seq, &k->d, &kd, sizeof(kd)) && kd.key == w->rkey && kd.pd == q.pd &&
 	    (kd.access & need) == need && in_range(w->raddr, w->length, kd.iova, kd.len)) {
-		struct iovec r = { (void *)(uintptr_t)(kd.base + (w->raddr - kd.iova)), w->length };
-
-		n = rd ? process_vm_readv(v.pid, lv, ln, &r, 1, 0)
-		       : process_vm_writev(v.pid, lv, ln, &r, 1, 0);
+		n = sr_dcopy(nic, v.pid, rd, lv, ln, (uintptr_t)(kd.base + (w->raddr - kd.iova)),
+			     w->length);
 		if (n < 0)
 			err = errno;
 	}
