@@ -5,16 +5,16 @@
  * A same-host RDMA WRITE (READ) is one process_vm_writev (readv) made by the posting thread;
  * nothing else in either process runs meanwhile (the target never does). On this project's
  * 2-core machines that left one core idle while a 1 MiB WRITE was copied at the speed of one
- * core (about 11 GB/s for 1 MiB here, 4 GB/s for 8 MiB). A copy of
- * param direct_split bytes or more is therefore cut into chunks, and a helper thread (one per
+ * core (about 11 GB/s for 1 MiB here, 4 GB/s for 8 MiB). A copy of param direct_split bytes
+ * or more is therefore cut into CHUNKS pieces (two halves), and a helper thread (one per
  * process, started at the first such copy, only when the process may run on 2 CPUs or more)
- * takes chunks beside the posting thread: the posting thread takes them from the first up,
- * the helper from the last down (each stays with the same part of a buffer that is copied
- * again and again, and with its own core's cache), each claiming a chunk before it copies
- * it, so a helper that is slow to wake only takes fewer. The posting thread then waits for
- * the chunk the helper is in (at most one chunk's time) before it returns; the WR completes
- * only after every byte is in place, as before. Whether a copy is shared at all is decided
- * by measurement (sr_dcopy, below).
+ * copies beside the posting thread. Each piece is claimed before it is copied: the posting
+ * thread claims from the first up, the helper from the last down, so each stays with
+ * the same part of a buffer that is copied again and again, and with its own core's cache
+ * (with a shared counter either thread took either half, and runs were slower), and a helper
+ * that is slow to wake only takes less. The posting thread then waits for the half the helper
+ * is in before it returns; the WR completes only after every byte is in place, as before.
+ * Whether a copy is shared at all is decided by measurement (sr_dcopy, below).
  *
  * The helper spins SPIN_NS after a copy for the next one (ib_write_bw posts the next WRITE a
  * few microseconds later), then sleeps in a futex. It never spins otherwise.
@@ -26,7 +26,6 @@
  * either is seen inside or sees the job closed.
  */
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -41,8 +40,10 @@
 #include "transport/xport.h"
 
 #define SPIN_NS 30000ull
-#define CHUNK_MIN 65536ul
-#define CHUNKS 2ul
+#define CHUNKS 2ul		/* halves: each thread keeps to its own (see the top) */
+#define PAGE 4096ul
+#define WAIT_SPIN_NS 20000ull	/* then the posting thread yields while it waits */
+#define BUSY (-2)		/* shared(): the helper is another thread's just now */
 #define SLICE_MAX 64		/* iovecs of one chunk; more local SGEs: that copy goes alone */
 
 static struct {
@@ -162,10 +163,32 @@ static void *helper(void *arg)
 	return NULL;
 }
 
-/* A child of fork() has no helper thread: it starts its own. */
+/*
+ * A child of fork() has no helper thread: it starts its own (H.ready holds another pid). It
+ * may also have been forked in the middle of a copy by another thread, with the job taken, a
+ * helper counted inside it, or the start lock held: it starts from a clean job.
+ */
+static void at_fork_child(void)
+{
+	pthread_mutex_init(&H.start_lock, NULL);
+	atomic_store(&H.busy, false);
+	atomic_store(&H.open, false);
+	atomic_store(&H.inside, 0);
+	atomic_store(&H.sleeping, false);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_register(void)
+{
+	pthread_atfork(NULL, NULL, at_fork_child);
+}
+
 static bool helper_ready(void)
 {
 	pid_t me = getpid();
+
+	pthread_once(&fork_once, fork_register);
 
 	if (atomic_load_explicit(&H.ready, memory_order_acquire) == me)
 		return true;
@@ -208,7 +231,7 @@ static ssize_t whole(pid_t pid, bool rd, const struct iovec *lv, unsigned long l
 		  : process_vm_writev(pid, lv, ln, &r, 1, 0);
 }
 
-/* The copy with the helper; -2 when another thread of the process has the helper. */
+/* The copy with the helper; BUSY when another thread of the process has the helper. */
 static ssize_t shared(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
 		      unsigned long ln, uintptr_t raddr, size_t len)
 {
@@ -218,14 +241,14 @@ static ssize_t shared(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec
 
 	if (atomic_load_explicit(&H.busy, memory_order_relaxed) ||
 	    !atomic_compare_exchange_strong(&H.busy, &f, true))
-		return -2;
+		return BUSY;
 	H.pid = pid;
 	H.rd = rd;
 	H.lv = lv;
 	H.ln = ln;
 	H.raddr = raddr;
 	H.len = len;
-	H.chunk = ((len + CHUNKS - 1) / CHUNKS + 4095) & ~4095ul;
+	H.chunk = ((len + CHUNKS - 1) / CHUNKS + PAGE - 1) & ~(PAGE - 1);
 	for (size_t i = 0; i < CHUNKS; i++)
 		atomic_store(&H.claimed[i], false);
 	atomic_store(&H.done, 0);
@@ -238,8 +261,18 @@ static ssize_t shared(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec
 	for (size_t i = 0; i < CHUNKS; i++)
 		take_chunk(i);
 	atomic_store(&H.open, false);
-	while (atomic_load(&H.inside))
-		relax();	/* at most the helper's last chunk */
+	/* At most the helper's last chunk; longer if it was preempted (or faults on the
+	 * target's memory): then give the CPU away rather than spin against it. */
+	for (uint64_t t0 = 0; atomic_load(&H.inside);) {
+		uint64_t now = sr_now_ns();
+
+		if (!t0)
+			t0 = now;
+		if (now - t0 < WAIT_SPIN_NS)
+			relax();
+		else
+			sched_yield();
+	}
 	done = atomic_load(&H.done);
 	err = atomic_load(&H.err);
 	helped = atomic_load(&H.helped);
@@ -270,35 +303,35 @@ static ssize_t shared(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec
 static struct {
 	_Atomic uint32_t n;
 	_Atomic uint64_t cost[2];	/* ns per MiB, moving average; 0: not measured yet */
-} classes[CLASSES];
+} classes[2][CLASSES];	/* [READ][size class]: the two directions pin different sides */
 
 ssize_t sr_dcopy(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
 		 unsigned long ln, uintptr_t raddr, size_t len)
 {
 	long split = sr_params()->direct_split;
 
-	if (split <= 0 || len < (size_t)split || len < 2 * 4096 || ln > SLICE_MAX ||
+	if (split <= 0 || len < (size_t)split || len < CHUNKS * PAGE || ln > SLICE_MAX ||
 	    !helper_ready())
 		return whole(pid, rd, lv, ln, raddr, len);
 
 	int k = 63 - __builtin_clzll(len) - 18;
-	typeof(&classes[0]) c = &classes[k < 0 ? 0 : k >= CLASSES ? CLASSES - 1 : k];
+	typeof(&classes[0][0]) c = &classes[rd][k < 0 ? 0 : k >= CLASSES ? CLASSES - 1 : k];
 	uint32_t phase = atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed) % PROBE_EVERY;
 	uint64_t c0 = atomic_load_explicit(&c->cost[0], memory_order_relaxed);
 	uint64_t c1 = atomic_load_explicit(&c->cost[1], memory_order_relaxed);
 	int best = c1 <= c0 ? 1 : 0, mode = phase < PROBE ? !best : best;
 	bool count = phase != 0 && phase != PROBE;
 	uint64_t t0 = sr_now_ns();
-	ssize_t n = -2;
+	ssize_t n = BUSY;
 
 	if (mode)
 		n = shared(nic, pid, rd, lv, ln, raddr, len);
-	if (n == -2) {
+	if (n == BUSY) {
 		n = whole(pid, rd, lv, ln, raddr, len);
 		mode = 0;
 	}
 	if (count && n == (ssize_t)len) {
-		uint64_t ns = (sr_now_ns() - t0) * (1ull << 20) / len + 1;
+		uint64_t ns = (uint64_t)((unsigned __int128)(sr_now_ns() - t0) * (1u << 20) / len) + 1;
 		uint64_t old = atomic_load_explicit(&c->cost[mode], memory_order_relaxed);
 
 		atomic_store_explicit(&c->cost[mode], old ? old - old / 4 + ns / 4 : ns,
