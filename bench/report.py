@@ -171,8 +171,9 @@ def main():
             targets += [
                 ("1 MiB WRITE BW vs iperf3 TCP (1 MiB writes), same veth",
                  get(scen, "softrdma", "bw", MB), get(scen, "iperf3", "bw", MB), ">=", 1.0),
+                # Shown for comparison: the issue sets the 2x over UCX tcp for the same host.
                 ("1 MiB WRITE BW vs UCX tcp put_bw, " + sc, get(scen, "softrdma", "bw", MB),
-                 get(scen, "ucx-tcp", "bw", MB), ">=", 2.0),
+                 get(scen, "ucx-tcp", "bw", MB), None, None),
             ]
         targets += [
             ("8 B WRITE latency, busy-poll (median) vs spinning UDP ping-pong (median), " + sc,
@@ -185,6 +186,10 @@ def main():
         ]
     for name, a, b, op, goal in targets:
         r = ratio(a, b)
+        if op is None:
+            w("| %s | %s | %s | %s | none (same-host target only) | |" % (
+                name, a.cell() if a else "-", b.cell() if b else "-", rstr(r)))
+            continue
         if r is None:
             verdict = "not measured"
         else:
