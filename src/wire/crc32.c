@@ -206,23 +206,19 @@ SR_PCLMUL static inline __attribute__((always_inline)) void ld64(const uint8_t *
 		y[i] = ld128(p + 16 * i);
 }
 
-/* One pass of folding over p. */
-SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
+/* One pass of folding over the 64 bytes at head, then the len bytes at p. */
+SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len)
 {
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
 	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
 	__m128i x0, x1, x2, x3, y[4];
 	uint8_t r[16];
 
-	if (len < 64)
-		return crc_slice8(crc, p, len);
-	ld64(p, y);
+	ld64(head, y);
 	x0 = _mm_xor_si128(y[0], _mm_cvtsi32_si128((int)crc));
 	x1 = y[1];
 	x2 = y[2];
 	x3 = y[3];
-	p += 64;
-	len -= 64;
 	if (len >= 192) {
 		/*
 		 * Eight lanes, 1024 bits apart: a fold is a carry-less multiply (latency 6-7
@@ -275,6 +271,11 @@ SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
 	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
 }
 
+SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
+{
+	return len < 64 ? crc_slice8(crc, p, len) : crc_fold(crc, p, p + 64, len - 64);
+}
+
 #endif /* SR_CRC_X86 */
 
 bool sr_crc32_have_pclmul(void)
@@ -291,6 +292,16 @@ uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len)
 		return crc_pclmul(crc, buf, len);
 #endif
 	return crc_slice8(crc, buf, len);
+}
+
+uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+#ifdef SR_CRC_X86
+	if (crc_have_pclmul)
+		return crc_fold(crc, head, buf, len);
+#endif
+	return crc_slice8(crc_slice8(crc, head, 64), buf, len);
 }
 
 uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)

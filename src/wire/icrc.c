@@ -84,16 +84,30 @@ uint32_t sr_icrc_final(const struct sr_icrc *st)
 	return ~st->crc;
 }
 
+/*
+ * One pass: the masked IP/UDP headers (28 or 48 bytes), the masked BTH and the first bytes of
+ * the rest make one 64-byte block, and the fold goes on from there. Taken piece by piece, the
+ * 40-60 bytes of pseudo-header went through the byte tables on every packet: 60-70 ns of the
+ * 417 an 8 KiB packet took, and most of a small packet's.
+ */
 uint32_t sr_icrc_calc(const struct sr_ipudp *ipu, const void *pkt, size_t len)
 {
-	struct sr_icrc st;
+	const uint8_t *p = pkt;
+	uint8_t head[64];
+	size_t h, rest, fill;
 
 	if (len < SR_BTH_LEN + SR_ICRC_LEN)
 		return 0;
-	sr_icrc_begin(&st, ipu, len);
-	sr_icrc_bth(&st, pkt);
-	sr_icrc_update(&st, (const uint8_t *)pkt + SR_BTH_LEN, len - SR_BTH_LEN - SR_ICRC_LEN);
-	return sr_icrc_final(&st);
+	h = masked_ipudp(head, ipu, len);
+	memcpy(head + h, p, SR_BTH_LEN);
+	head[h + 4] = 0xff;	/* resv8a */
+	h += SR_BTH_LEN;
+	rest = len - SR_BTH_LEN - SR_ICRC_LEN;
+	fill = sizeof(head) - h;
+	if (rest < fill)
+		return ~sr_crc32_raw(sr_crc32_raw(SR_ICRC_SEED, head, h), p + SR_BTH_LEN, rest);
+	memcpy(head + h, p + SR_BTH_LEN, fill);
+	return ~sr_crc32_raw_head64(SR_ICRC_SEED, head, p + SR_BTH_LEN + fill, rest - fill);
 }
 
 bool sr_icrc_check(const struct sr_ipudp *ipu, const void *pkt, size_t len)

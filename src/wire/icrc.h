@@ -36,6 +36,8 @@ struct sr_ipudp {
 
 /* Raw reflected CRC-32 (poly 0xEDB88320) without pre/post inversion: crc_out = f(crc_in, buf). */
 uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len);
+/* The same over the 64 bytes at head followed by the len bytes at buf (one folding pass). */
+uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, size_t len);
 /* The same through one engine: slicing-by-8 tables, or PCLMULQDQ folding (falls back to the
  * tables where the CPU lacks it). Identical results; for tests and benchmarks. */
 uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len);
