@@ -489,12 +489,13 @@ static bool backlog_pending(struct sr_nic *nic)
 }
 
 /*
- * Busy-poll mode (busy_poll_us > 0, opt-in): after a batch, keep receiving until the socket has
- * been empty for busy_poll_us, so the next packet is taken without a wake-up. At most 10 ms in
- * one go, so timers still run and the thread re-arms. rx_lock held. On a 2-core machine with
- * two spinning applications this adds two more spinning threads: see docs/params.md.
+ * After a batch, keeps receiving until the socket has been empty for `us`, so the next packet
+ * is taken without a wake-up; returns the receives that found something. At most 10 ms in one
+ * go, so timers still run and the thread re-arms; rx_lock held. Two users: busy-poll mode
+ * (busy_poll_us > 0, opt-in, after every batch: on a 2-core machine with two spinning
+ * applications this adds two more spinning threads, see docs/params.md), and lingering in a
+ * stream (below).
  */
-/* Returns the receives that found something. */
 static uint64_t spin_rx(struct sr_nic *nic, long us)
 {
 	uint64_t now, idle_end, hard_end, got = 0;
