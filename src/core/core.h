@@ -77,6 +77,9 @@ struct sr_device {
 	int nic_users;
 };
 
+#define SR_GONE_QPS 256
+#define SR_GONE_MS 10000
+
 struct sr_nic {
 	struct sr_device *dev;
 	struct sr_addr addr;		/* bound local IP and UDP port */
@@ -125,6 +128,10 @@ struct sr_nic {
 	struct sr_qp **timer_qps;	/* QPs with an armed timer */
 	uint32_t ntimer, timer_cap;
 	_Atomic bool sleeping;		/* progress thread waits with no timeout */
+	/* QPs destroyed lately, (ms << 24) | QPN each (sr_qp_gone_note): a packet for one of
+	 * them is a peer's last word, not a stray (counter drop_qp_gone, not drop_qpn). */
+	_Atomic uint64_t gone[SR_GONE_QPS];
+	_Atomic unsigned gone_next;
 	struct sr_direct *direct;	/* same-host direct path (src/transport/direct.c) */
 };
 
@@ -672,6 +679,9 @@ struct sr_qp {
 };
 static inline struct sr_qp *sr_qp(struct ibv_qp *q) { return (struct sr_qp *)q; }
 static inline uint32_t sr_qpn(const struct sr_qp *qp) { return qp->qpx.qp_base.qp_num; }
+/* A QP of this NIC is destroyed; was this QPN one destroyed in the last SR_GONE_MS? */
+void sr_qp_gone_note(struct sr_nic *nic, uint32_t qpn);
+bool sr_qp_gone_recently(struct sr_nic *nic, uint32_t qpn);
 /* RC and both XRC halves: acknowledged, retransmitted, IBA 9.7. */
 static inline bool sr_qp_reliable(const struct sr_qp *qp)
 {

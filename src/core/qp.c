@@ -400,6 +400,35 @@ static void timer_unlist(struct sr_qp *qp)
 		sr_qp_put(qp);
 }
 
+/*
+ * After one side of a connection has destroyed its QP, the other may still send to it: the
+ * last ACK again on a path that showed loss (sr_resp_final_ack), a tail-loss probe whose ACK
+ * was on its way, SRQ ping-pongs' sends beyond the count. Those are dropped as any packet for
+ * a QP that does not exist is, but counted apart, so that drop_qpn keeps meaning a packet
+ * that never had a QP here (misdirected or forged).
+ */
+void sr_qp_gone_note(struct sr_nic *nic, uint32_t qpn)
+{
+	unsigned i = atomic_fetch_add_explicit(&nic->gone_next, 1, memory_order_relaxed);
+	uint64_t ms = sr_now_ns() / 1000000;
+
+	atomic_store_explicit(&nic->gone[i % SR_GONE_QPS], ms << 24 | (qpn & 0xffffff),
+			      memory_order_relaxed);
+}
+
+bool sr_qp_gone_recently(struct sr_nic *nic, uint32_t qpn)
+{
+	uint64_t ms = sr_now_ns() / 1000000;
+
+	for (unsigned i = 0; i < SR_GONE_QPS; i++) {
+		uint64_t v = atomic_load_explicit(&nic->gone[i], memory_order_relaxed);
+
+		if (v && (v & 0xffffff) == (qpn & 0xffffff) && ms - (v >> 24) < SR_GONE_MS)
+			return true;
+	}
+	return false;
+}
+
 int sr_qp_destroy(struct sr_qp *qp)
 {
 	struct ibv_qp *b = &qp->qpx.qp_base;
@@ -412,6 +441,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	pthread_mutex_lock(&qp->lock);
 	sr_direct_qp_withdraw(qp);	/* while the index is still ours */
 	pthread_mutex_unlock(&qp->lock);
+	sr_qp_gone_note(qp->nic, sr_qpn(qp));
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
 	sr_resp_final_ack(qp);

@@ -53,6 +53,7 @@
 	X(drop_pad, "dropped: bad pad count")                                       \
 	X(drop_icrc, "dropped: ICRC mismatch")                                      \
 	X(drop_qpn, "dropped: no such destination QP")                              \
+	X(drop_qp_gone, "dropped: for a QP destroyed here in the last 10 s (a peer's last ACK, probe or retransmission after the end)") \
 	X(drop_qp_type, "dropped: opcode class does not match the QP type")        \
 	X(drop_qp_state, "dropped: QP not in a state that accepts the packet")     \
 	X(drop_src, "dropped: source address/QP is not the QP's peer")             \

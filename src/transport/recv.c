@@ -64,7 +64,8 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 	qp = sr_qp_lookup(nic, pkt->qpn);
 	if (!qp) {
 		/* QP1 (the CM's GSI QP) and multicast land here until the cm: issue. */
-		sr_stat_inc(st, SR_STAT_drop_qpn);
+		sr_stat_inc(st, sr_qp_gone_recently(nic, pkt->qpn) ? SR_STAT_drop_qp_gone
+								    : SR_STAT_drop_qpn);
 		return;
 	}
 	pthread_mutex_lock(&qp->lock);

@@ -46,7 +46,7 @@ MAX_MBS_UDP=$(awk 'BEGIN { printf "%.1f", 100e9 / 8 / 1048576 }')
 MAX_MBS_DIRECT=$(awk 'BEGIN { printf "%.1f", 400e9 / 8 / 1048576 }')
 # A retransmission is recovery, not an error (a starved peer looks like a lossy one); a QP that
 # perftest destroyed may still get its peer's last packets.
-ALLOWED="drop_psn drop_qpn drop_qp_state"
+ALLOWED="drop_psn drop_qp_gone drop_qp_state"
 
 # check_rows NAME SIDE KIND MIN: the numeric result rows of one side's output, judged; at least
 # MIN of them (0: optional, for a server).

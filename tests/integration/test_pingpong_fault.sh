@@ -51,8 +51,8 @@ faulty() {
 expect_sum() { sr_expect_ge "$1: $2 (both sides)" "$3" "$(sr_stat2 "$1" "$2")"; }
 
 # After a go-back-N the responder drops the rest of the window (drop_psn); a duplicate or
-# late packet may reach a QP its program already destroyed at exit (drop_qpn).
-RC_OK="drop_psn drop_qpn"
+# late packet may reach a QP its program already destroyed at exit (drop_qp_gone).
+RC_OK="drop_psn drop_qp_gone"
 
 # --- RC, 1 MiB x 200 (1024 packets a message) under loss, duplication and reordering. On an
 # idle 2-core machine this took about 12 s; the pair gets 10 times that.

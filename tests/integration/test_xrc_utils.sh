@@ -6,8 +6,8 @@
 # perftest's ib_send_bw / ib_write_bw -c XRC. Each run must exit 0 on both sides and print its
 # result; no counter may show a refused packet. Allowed: drop_psn (after a go-back-N
 # retransmission, spurious on a loaded machine, the responder drops the rest of the window) and
-# drop_qp_state / drop_qpn (a retransmission reaching a QP the peer is already tearing down).
-XRC_OK="drop_psn drop_qp_state drop_qpn"
+# drop_qp_state / drop_qp_gone (a retransmission reaching a QP the peer is already tearing down).
+XRC_OK="drop_psn drop_qp_state drop_qp_gone"
 
 . "$(dirname "$0")/lib.sh"
 need_build
