@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A raw RoCEv2 endpoint for tests: see rawpeer.h. */
 #include "rawpeer.h"
+#include "sr_test.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -202,4 +203,15 @@ bool rp_quiet(struct rawpeer *rp, int timeout_ms, struct sr_pkt *pkt)
 	static uint8_t buf[65536];
 
 	return rp_recv(rp, buf, sizeof(buf), pkt, timeout_ms) <= 0;
+}
+
+bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int line)
+{
+	struct sr_pkt pkt;
+
+	if (rp_quiet(rp, timeout_ms, &pkt))
+		return true;
+	SR_FAIL("line %d: %s PSN %u sent within %d ms, wanted %s", line,
+		sr_opcode_name(pkt.opcode), pkt.psn, timeout_ms, want);
+	return false;
 }

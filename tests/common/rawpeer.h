@@ -56,6 +56,9 @@ int rp_recv(struct rawpeer *rp, void *buf, size_t cap, struct sr_pkt *pkt, int t
 /* True when no packet arrives within timeout_ms; else *pkt is the one that did (its header
  * fields; the payload is in a buffer the next call reuses). */
 bool rp_quiet(struct rawpeer *rp, int timeout_ms, struct sr_pkt *pkt);
+/* The same as a check: a packet that arrives is a test failure naming it, the caller's line
+ * and what was wanted instead (`want`, e.g. "nothing"). */
+bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int line);
 
 /* Header builders: return the header length written into hdr (SR_MAX... 64 bytes suffice). */
 size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn);

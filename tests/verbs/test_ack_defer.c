@@ -73,18 +73,7 @@ static bool expect(uint8_t op, uint32_t psn, int ms, int line)
 }
 
 /* Nothing is sent for ms. */
-#define EXPECT_NOTHING(ms) expect_nothing(ms, __LINE__)
-static bool expect_nothing(int ms, int line)
-{
-	struct sr_pkt pkt;
-
-	if (!rp_quiet(&rp, ms, &pkt)) {
-		SR_FAIL("line %d: %s PSN %u sent, wanted nothing for %d ms", line,
-			sr_opcode_name(pkt.opcode), pkt.psn, ms);
-		return false;
-	}
-	return true;
-}
+#define EXPECT_NOTHING(ms) rp_expect_quiet(&rp, ms, "nothing", __LINE__)
 
 /* The peer acknowledges the QP's requests up to psn; the QP's WRITE completes. */
 static void peer_ack(uint32_t psn)

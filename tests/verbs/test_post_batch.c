@@ -51,18 +51,8 @@ static bool expect_write(uint32_t psn, int i, int line)
 }
 
 /* Nothing is sent for ms: the posted WQEs are held. */
-#define EXPECT_HELD(ms) expect_held(ms, __LINE__)
-static bool expect_held(int ms, int line)
-{
-	struct sr_pkt pkt;
-
-	if (!rp_quiet(&rp, ms, &pkt)) {
-		SR_FAIL("line %d: %s PSN %u sent while an older WQE waits for its ACK", line,
-			sr_opcode_name(pkt.opcode), pkt.psn);
-		return false;
-	}
-	return true;
-}
+#define EXPECT_HELD(ms) \
+	rp_expect_quiet(&rp, ms, "nothing while an older WQE waits for its ACK", __LINE__)
 
 static void ack(uint32_t psn)
 {
