@@ -101,10 +101,20 @@ static int slice(const struct iovec *lv, unsigned long ln, size_t off, size_t le
 	return n;
 }
 
+/* One system call: lv to [raddr, raddr + len) of pid, or (rd) from there into lv. */
+static ssize_t one_call(pid_t pid, bool rd, const struct iovec *lv, unsigned long ln,
+			uintptr_t raddr, size_t len)
+{
+	struct iovec r = { (void *)raddr, len };
+
+	return rd ? process_vm_readv(pid, lv, ln, &r, 1, 0)
+		  : process_vm_writev(pid, lv, ln, &r, 1, 0);
+}
+
 /* Copies chunk i of the open job, if nobody took it yet; returns the bytes copied. */
 static size_t take_chunk(size_t i)
 {
-	struct iovec l[SLICE_MAX], r;
+	struct iovec l[SLICE_MAX];
 	size_t off = i * H.chunk, len;
 	ssize_t got;
 	int n;
@@ -113,10 +123,7 @@ static size_t take_chunk(size_t i)
 		return 0;
 	len = H.len - off < H.chunk ? H.len - off : H.chunk;
 	n = slice(H.lv, H.ln, off, len, l, SLICE_MAX);
-	r.iov_base = (void *)(H.raddr + off);
-	r.iov_len = len;
-	got = H.rd ? process_vm_readv(H.pid, l, (unsigned long)n, &r, 1, 0)
-		   : process_vm_writev(H.pid, l, (unsigned long)n, &r, 1, 0);
+	got = one_call(H.pid, H.rd, l, (unsigned long)n, H.raddr + off, len);
 	if (got < 0) {
 		int none = 0;
 
@@ -222,15 +229,6 @@ static bool helper_ready(void)
 	return atomic_load(&H.ready) == me;
 }
 
-static ssize_t whole(pid_t pid, bool rd, const struct iovec *lv, unsigned long ln,
-		     uintptr_t raddr, size_t len)
-{
-	struct iovec r = { (void *)raddr, len };
-
-	return rd ? process_vm_readv(pid, lv, ln, &r, 1, 0)
-		  : process_vm_writev(pid, lv, ln, &r, 1, 0);
-}
-
 /* The copy with the helper; BUSY when another thread of the process has the helper. */
 static ssize_t shared(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
 		      unsigned long ln, uintptr_t raddr, size_t len)
@@ -312,7 +310,7 @@ ssize_t sr_dcopy(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
 
 	if (split <= 0 || len < (size_t)split || len < CHUNKS * PAGE || ln > SLICE_MAX ||
 	    !helper_ready())
-		return whole(pid, rd, lv, ln, raddr, len);
+		return one_call(pid, rd, lv, ln, raddr, len);
 
 	int k = 63 - __builtin_clzll(len) - 18;
 	typeof(&classes[0][0]) c = &classes[rd][k < 0 ? 0 : k >= CLASSES ? CLASSES - 1 : k];
@@ -327,7 +325,7 @@ ssize_t sr_dcopy(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
 	if (mode)
 		n = shared(nic, pid, rd, lv, ln, raddr, len);
 	if (n == BUSY) {
-		n = whole(pid, rd, lv, ln, raddr, len);
+		n = one_call(pid, rd, lv, ln, raddr, len);
 		mode = 0;
 	}
 	if (count && n == (ssize_t)len) {

@@ -65,12 +65,18 @@ void sr_icrc_begin(struct sr_icrc *st, const struct sr_ipudp *ipu, size_t udp_pa
 	st->crc = sr_crc32_raw(SR_ICRC_SEED, h, masked_ipudp(h, ipu, udp_payload_len));
 }
 
+/* The BTH as the ICRC sees it, at dst. */
+static void masked_bth(uint8_t *dst, const void *bth)
+{
+	memcpy(dst, bth, SR_BTH_LEN);
+	dst[4] = 0xff;	/* resv8a: FECN, BECN and reserved bits, which switches may set */
+}
+
 void sr_icrc_bth(struct sr_icrc *st, const void *bth)
 {
 	uint8_t b[SR_BTH_LEN];
 
-	memcpy(b, bth, sizeof(b));
-	b[4] = 0xff;	/* resv8a: FECN, BECN and reserved bits, which switches may set */
+	masked_bth(b, bth);
 	st->crc = sr_crc32_raw(st->crc, b, sizeof(b));
 }
 
@@ -99,8 +105,7 @@ uint32_t sr_icrc_calc(const struct sr_ipudp *ipu, const void *pkt, size_t len)
 	if (len < SR_BTH_LEN + SR_ICRC_LEN)
 		return 0;
 	h = masked_ipudp(head, ipu, len);
-	memcpy(head + h, p, SR_BTH_LEN);
-	head[h + 4] = 0xff;	/* resv8a */
+	masked_bth(head + h, p);
 	h += SR_BTH_LEN;
 	rest = len - SR_BTH_LEN - SR_ICRC_LEN;
 	fill = sizeof(head) - h;
