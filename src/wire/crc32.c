@@ -206,11 +206,28 @@ SR_PCLMUL static inline __attribute__((always_inline)) void ld64(const uint8_t *
 		y[i] = ld128(p + 16 * i);
 }
 
-/* One pass of folding over the 64 bytes at head, then the len bytes at p. */
-SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len)
+/* The 64 bytes at p into y[0..3]; also to dst + off when copying (dst not NULL). */
+SR_PCLMUL static inline __attribute__((always_inline)) void ld64_to(const uint8_t *p, __m128i y[4],
+								     uint8_t *dst, size_t off)
+{
+	ld64(p, y);
+	if (dst)
+		for (int i = 0; i < 4; i++)
+			_mm_storeu_si128((__m128i *)(dst + off + 16 * i), y[i]);
+}
+
+/*
+ * One pass of folding over the 64 bytes at head, then the len bytes at p; with dst, the len
+ * bytes also go to dst from the same loads (the CRC describes exactly the bytes stored, and
+ * the source is read once). Inlined twice, with and without dst, so the plain pass has no
+ * stores.
+ */
+SR_PCLMUL static inline __attribute__((always_inline)) uint32_t
+crc_fold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, uint8_t *dst)
 {
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
 	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
+	const uint8_t *p0 = p;
 	__m128i x0, x1, x2, x3, y[4];
 	uint8_t r[16];
 
@@ -230,18 +247,18 @@ SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint
 						     (long long)k_fold1024[0]);
 		__m128i x4, x5, x6, x7;
 
-		ld64(p, y);
+		ld64_to(p, y, dst, 0);
 		x4 = y[0];
 		x5 = y[1];
 		x6 = y[2];
 		x7 = y[3];
 		for (p += 64, len -= 64; len >= 128; p += 128, len -= 128) {
-			ld64(p, y);
+			ld64_to(p, y, dst, (size_t)(p - p0));
 			x0 = _mm_xor_si128(fold(x0, k1024), y[0]);
 			x1 = _mm_xor_si128(fold(x1, k1024), y[1]);
 			x2 = _mm_xor_si128(fold(x2, k1024), y[2]);
 			x3 = _mm_xor_si128(fold(x3, k1024), y[3]);
-			ld64(p + 64, y);
+			ld64_to(p + 64, y, dst, (size_t)(p + 64 - p0));
 			x4 = _mm_xor_si128(fold(x4, k1024), y[0]);
 			x5 = _mm_xor_si128(fold(x5, k1024), y[1]);
 			x6 = _mm_xor_si128(fold(x6, k1024), y[2]);
@@ -254,7 +271,7 @@ SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint
 		x3 = _mm_xor_si128(fold(x3, k512), x7);
 	}
 	for (; len >= 64; p += 64, len -= 64) {	/* four lanes, 512 bits apart */
-		ld64(p, y);
+		ld64_to(p, y, dst, (size_t)(p - p0));
 		x0 = _mm_xor_si128(fold(x0, k512), y[0]);
 		x1 = _mm_xor_si128(fold(x1, k512), y[1]);
 		x2 = _mm_xor_si128(fold(x2, k512), y[2]);
@@ -265,10 +282,27 @@ SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint
 	x3 = _mm_xor_si128(fold(x2, k128), x3);
 	for (; len >= 16; p += 16, len -= 16) {
 		y[0] = ld128(p);
+		if (dst)
+			_mm_storeu_si128((__m128i *)(dst + (p - p0)), y[0]);
 		x3 = _mm_xor_si128(fold(x3, k128), y[0]);
+	}
+	if (dst) {	/* the tail's CRC from the copy: the source is read once */
+		memcpy(dst + (p - p0), p, len);
+		p = dst + (p - p0);
 	}
 	_mm_storeu_si128((__m128i *)r, x3);
 	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
+}
+
+SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len)
+{
+	return crc_fold_body(crc, head, p, len, NULL);
+}
+
+SR_PCLMUL static uint32_t crc_fold_copy(uint32_t crc, const uint8_t *head, const uint8_t *p,
+					size_t len, uint8_t *dst)
+{
+	return crc_fold_body(crc, head, p, len, dst);
 }
 
 SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
@@ -302,6 +336,18 @@ uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, si
 		return crc_fold(crc, head, buf, len);
 #endif
 	return crc_slice8(crc_slice8(crc, head, 64), buf, len);
+}
+
+uint32_t sr_crc32_raw_head64_copy(uint32_t crc, const void *head, void *dst, const void *buf,
+				  size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+#ifdef SR_CRC_X86
+	if (crc_have_pclmul)
+		return crc_fold_copy(crc, head, buf, len, dst);
+#endif
+	memcpy(dst, buf, len);
+	return crc_slice8(crc_slice8(crc, head, 64), dst, len);
 }
 
 uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)

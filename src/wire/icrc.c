@@ -115,6 +115,50 @@ uint32_t sr_icrc_calc(const struct sr_ipudp *ipu, const void *pkt, size_t len)
 	return ~sr_crc32_raw_head64(SR_ICRC_SEED, head, p + SR_BTH_LEN + fill, rest - fill);
 }
 
+/*
+ * sr_icrc_calc of the packet made of hdr (hlen bytes, BTH first), the payload at pay (paylen)
+ * and the pad at pad (len - hlen - paylen - 4 bytes), while the payload goes to dst in the same
+ * pass: the CRC describes the bytes stored at dst, which are the bytes read once from pay.
+ * Nothing else is written to dst. A sender takes its snapshot this way, a receiver places a
+ * payload, each reading the bytes once instead of twice.
+ */
+uint32_t sr_icrc_calc_copy(const struct sr_ipudp *ipu, const void *hdr, size_t hlen,
+			   const void *pay, size_t paylen, const void *pad, size_t len, void *dst)
+{
+	const uint8_t *p = pay;
+	uint8_t *d = dst;
+	uint8_t head[SR_IPV6_HLEN + SR_UDP_HLEN + 64];
+	size_t h, fill, padlen = len - SR_ICRC_LEN - hlen - paylen;
+	uint32_t crc;
+
+	if (hlen > 64) {	/* no such opcode; piece by piece */
+		struct sr_icrc st;
+
+		sr_icrc_begin(&st, ipu, len);
+		sr_icrc_bth(&st, hdr);
+		sr_icrc_update(&st, (const uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
+		memcpy(d, p, paylen);
+		sr_icrc_update(&st, d, paylen);
+		sr_icrc_update(&st, pad, padlen);
+		return sr_icrc_final(&st);
+	}
+	h = masked_ipudp(head, ipu, len);
+	masked_bth(head + h, hdr);
+	memcpy(head + h + SR_BTH_LEN, (const uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
+	h += hlen;
+	if (h > 64 || paylen < 64 - h) {	/* headers beyond one block, or a short payload */
+		memcpy(d, p, paylen);
+		crc = sr_crc32_raw(sr_crc32_raw(SR_ICRC_SEED, head, h), d, paylen);
+	} else {
+		fill = 64 - h;
+		memcpy(d, p, fill);
+		memcpy(head + h, d, fill);
+		crc = sr_crc32_raw_head64_copy(SR_ICRC_SEED, head, d + fill, p + fill,
+					       paylen - fill);
+	}
+	return ~sr_crc32_raw(crc, pad, padlen);
+}
+
 bool sr_icrc_check(const struct sr_ipudp *ipu, const void *pkt, size_t len)
 {
 	if (len < SR_BTH_LEN + SR_ICRC_LEN)

@@ -38,6 +38,10 @@ struct sr_ipudp {
 uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len);
 /* The same over the 64 bytes at head followed by the len bytes at buf (one folding pass). */
 uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, size_t len);
+/* The same while copying buf to dst (len bytes, read once): the CRC is that of the bytes
+ * stored at dst, whatever another thread does to buf meanwhile. */
+uint32_t sr_crc32_raw_head64_copy(uint32_t crc, const void *head, void *dst, const void *buf,
+				  size_t len);
 /* The same through one engine: slicing-by-8 tables, or PCLMULQDQ folding (falls back to the
  * tables where the CPU lacks it). Identical results; for tests and benchmarks. */
 uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len);
@@ -68,6 +72,13 @@ uint32_t sr_icrc_final(const struct sr_icrc *st);
 
 /* One-shot over a contiguous packet of `len` bytes (BTH .. ICRC inclusive). */
 uint32_t sr_icrc_calc(const struct sr_ipudp *ipu, const void *pkt, size_t len);
+/*
+ * The same for a packet given as headers (hdr, hlen bytes: BTH first, hlen >= 12), payload (pay,
+ * paylen bytes) and pad (pad, the rest up to the ICRC; len: BTH .. ICRC inclusive), while the
+ * payload is copied to dst in the same pass. The result describes the bytes stored at dst.
+ */
+uint32_t sr_icrc_calc_copy(const struct sr_ipudp *ipu, const void *hdr, size_t hlen,
+			   const void *pay, size_t paylen, const void *pad, size_t len, void *dst);
 /* True when the packet's trailing 4 bytes match. */
 bool sr_icrc_check(const struct sr_ipudp *ipu, const void *pkt, size_t len);
 /*
