@@ -722,6 +722,9 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
 void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
+/* A request with its ICRC unchecked: placed and checked in one pass if it is the next packet of
+ * an RC WRITE, else checked; false when the ICRC is bad (qp lock held). */
+bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt);
 /* While the application polls (it sends due ACKs itself), the progress thread looks for
  * deferred ACKs every this many ack_defer_us (nic_thread); and it keeps looking this long after
  * the last deferral. */
@@ -756,6 +759,16 @@ void sr_net_close(struct sr_nic *nic);
 int sr_net_rx(struct sr_nic *nic);
 /* The same on a multicast group's socket, whose packets are addressed to `group`. */
 int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group);
+/*
+ * A received packet's ICRC, left unchecked by the receive loop (pkt->icrc_tuple set): checks
+ * it now; true when it matches (the tuple is then cleared). sr_net_icrc_match: the same for a
+ * value already computed (got, as sr_icrc_calc returns it), trying an unexpected IPv4 ID as
+ * the receive loop does. Neither counts the drop.
+ */
+struct sr_ipudp;
+bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt);
+bool sr_net_icrc_match(struct sr_nic *nic, struct sr_ipudp *t, const uint8_t *buf, size_t len,
+		       uint32_t got);
 /* Is the receive socket's buffer more than half full (packets waiting to be received)? */
 bool sr_net_rx_half_full(struct sr_nic *nic);
 /* A socket receiving the IP multicast group at UDP 4791, joined on the NIC's interface. */

@@ -21,6 +21,7 @@
 #include "core/param.h"
 #include "core/post.h"
 #include "transport/xport.h"
+#include "wire/icrc.h"
 
 enum rsp {
 	RSP_OK,		/* executed; ACK if asked */
@@ -454,7 +455,7 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		qp->resp.nak_sent = true;
 		return RSP_RNR;
 	}
-	if (pkt->paylen) {
+	if (pkt->paylen && !pkt->placed) {
 		mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
 				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
 		if (!mr)	/* deregistered or invalidated mid-message */
@@ -472,6 +473,65 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 				      qp->attr.dest_qp_num, 0);
 	}
 	return RSP_OK;
+}
+
+/*
+ * A request whose ICRC is still unchecked (pkt->icrc_tuple, src/net/udp.c): the next MIDDLE or
+ * LAST packet of the RC WRITE in progress goes straight to its place, the ICRC computed in the
+ * same pass as the copy (sr_icrc_calc_copy), then compared; any other request has its ICRC
+ * checked first. False: the ICRC does not match (the caller counts the drop).
+ *
+ * Why bytes may land before their check: they land only in the part of the WRITE's target that
+ * is still to be written, [wva, wva + wleft), which the message's first packet had checked
+ * against its key (and sr_mem_get checks again now). A packet that fails the check moves
+ * nothing: not the PSN, not the WRITE's position, so the packet that passes (the sender's
+ * retransmission) writes the same bytes again before the WRITE can complete. A WRITE that never
+ * completes leaves its target undefined (IBA 9.4.3) -- as a failed one always does. A
+ * corrupted header cannot aim elsewhere: the place comes from the QP's state, not the packet,
+ * and the length must be the one the state expects. Saves a read of every byte of a long
+ * WRITE on the receiving side (a 12 % copy on the receiving thread of an ib_write_bw stream).
+ */
+bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
+	bool end = pkt->mask & SR_M_END, ok;
+	struct iovec iov[SR_PKT_IOV];
+	enum sr_access_err err;
+	struct sr_mr *mr;
+	uint8_t *pay;
+	int n;
+
+	if (qp->type != IBV_QPT_RC || !(pkt->mask & SR_M_WRITE) || (pkt->mask & SR_M_START) ||
+	    (pkt->mask & SR_M_IMMDT) || !pkt->paylen ||
+	    (qp->state == IBV_QPS_RTR ? !qp->resp.comm_est
+				      : qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
+					qp->state != IBV_QPS_SQE) ||
+	    pkt->psn != qp->resp.epsn || !qp->resp.in_write ||
+	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
+	    pkt->paylen > qp->resp.wleft || (end ? pkt->paylen != qp->resp.wleft ||
+						    pkt->paylen > qp->resp.seg
+					       : pkt->paylen != qp->resp.seg))
+		return sr_net_icrc_ok(qp->nic, pkt);
+	mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
+			IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
+	if (!mr)
+		return sr_net_icrc_ok(qp->nic, pkt);
+	if (n != 1) {	/* a fast-registration map cut it at a page: the usual way */
+		sr_mr_put(mr);
+		return sr_net_icrc_ok(qp->nic, pkt);
+	}
+	pay = sr_pkt_payload(pkt);
+	ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
+			       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len, pay,
+						 pkt->paylen, pay + pkt->paylen, pkt->len,
+						 iov[0].iov_base));
+	sr_mr_put(mr);
+	if (!ok)
+		return false;
+	sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
+	pkt->icrc_tuple = NULL;
+	pkt->placed = true;
+	return true;
 }
 
 /* Sends the responses to a READ of len bytes at va, starting at PSN psn; the memory is judged

@@ -14,6 +14,8 @@
 #include "hdr.h"
 #include "opcode.h"
 
+struct sr_ipudp;
+
 /* Why a packet was rejected by the parser. Stable order: used as counter indexes. */
 #define SR_PARSE_ERRORS(X)                                                  \
 	X(OK, "valid")                                                      \
@@ -46,6 +48,14 @@ struct sr_pkt {
 	bool ackreq;
 	bool se;
 	uint32_t paylen;	/* payload bytes, pad excluded */
+	/*
+	 * Receive only. icrc_tuple: the ICRC is not checked yet, and will be against this
+	 * IP/UDP tuple (the IPv4 ID in it may be corrected), by the WRITE placement that
+	 * copies the payload and checks it in one pass, or by sr_net_icrc_ok before anything
+	 * else acts on the packet (src/net/udp.c, rx_one). placed: the payload is in place.
+	 */
+	struct sr_ipudp *icrc_tuple;
+	bool placed;
 };
 
 /* Fills p from buf[0..len). Does not check the ICRC (the caller knows the IP/UDP tuple). */

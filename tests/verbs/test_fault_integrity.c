@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Data integrity under packet loss, duplication and reordering, between two processes.
+ * Data integrity under packet loss, duplication, reordering and corruption, between two
+ * processes.
  *
  * SOFTRDMA_FAULT is set before the fork (so both processes inject faults on everything they
  * transmit: requests, ACKs, READ responses). The parent drives a seeded random mix of RDMA WRITE,
@@ -27,7 +28,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define FAULTS "drop=0.05,dup=0.02,reorder=0.05"
+/* corrupt: the middle packets of a WRITE are placed before their ICRC is checked, in the same
+ * pass (resp.c, sr_resp_place); a corrupted one must leave no trace in the final image. */
+#define FAULTS "drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01"
 #define TSIZE (16u << 20)		/* the child's target buffer */
 #define ATOMIC_AREA 4096		/* atomics hit the first 512 words (and WRITEs/READs may too) */
 #define NRECV 64			/* receive WQEs the child keeps posted */
@@ -505,7 +508,14 @@ int main(void)
 		       (unsigned long long)(volume >> 20),
 		       elapsed ? (double)volume / 1048576.0 / ((double)elapsed / 1000.0) : 0.0);
 	CHECK(vu_stat("fault_drop") > 0);
+	CHECK(vu_stat("fault_corrupt") > 0);
 	CHECK(vu_stat("retransmits") > 0);
+	/* The target caught corrupted packets, and placed WRITE packets with the one-pass check. */
+	CHECK(vu_stat_pid(child.pid, "drop_icrc") > 0);
+	CHECK(vu_stat_pid(child.pid, "rx_placed_checked") > 0);
+	printf("target: %lld packets placed and checked in one pass, %lld bad ICRCs dropped\n",
+	       (long long)vu_stat_pid(child.pid, "rx_placed_checked"),
+	       (long long)vu_stat_pid(child.pid, "drop_icrc"));
 
 	/* The child's view: every SEND, then its whole memory. */
 	{
