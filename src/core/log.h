@@ -15,6 +15,8 @@ enum sr_log_level { SR_LOG_ERROR, SR_LOG_WARN, SR_LOG_INFO, SR_LOG_DEBUG };
 extern int sr_log_level;	/* set from the parameter at the first sr_params() */
 
 void sr_log_msg(enum sr_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parameter crash_trace: a backtrace on stderr for a crash signal whose handler is the default. */
+void sr_crash_trace_install(void);
 
 struct sr_ratelimit {
 	_Atomic uint64_t window_start_ns;

@@ -276,6 +276,8 @@ void sr_params_free(struct sr_params *p)
 static void params_init(void)
 {
 	sr_params_load(&params);
+	if (params.crash_trace)
+		sr_crash_trace_install();
 }
 
 const struct sr_params *sr_params(void)

@@ -45,6 +45,7 @@
 	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \
 	X(sndbuf, INT, 4194304, "UDP socket send buffer size requested, bytes") \
 	X(stats_dir, STR, "/dev/shm", "directory of the live counter files read by `softrdma stat`") \
+	X(crash_trace, BOOL, 0, "on SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT, print the crashing thread's backtrace to stderr, then die of the signal; only where the program left that signal's handler at its default (the test suites set it, to explain a crash seen once)") \
 	X(stats_dump, STR, "", "when a device closes (or the process exits), append its non-zero counters to this file (%p: pid)") \
 	X(max_qp, INT, 16384, "largest number of QPs per device") \
 	X(max_mr, INT, 65536, "largest number of MRs per device") \
