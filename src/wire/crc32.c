@@ -199,21 +199,25 @@ SR_PCLMUL static inline __m128i ld128(const uint8_t *p)
 	return _mm_loadu_si128((const __m128i *)p);
 }
 
-/* The 64 bytes at p into y[0..3]. */
-SR_PCLMUL static inline __attribute__((always_inline)) void ld64(const uint8_t *p, __m128i y[4])
+/* The 16 bytes at p, also stored at dst + off when copying (dst not NULL). */
+SR_PCLMUL static inline __attribute__((always_inline)) __m128i ld_to(const uint8_t *p, uint8_t *dst,
+								  size_t off)
 {
-	for (int i = 0; i < 4; i++)
-		y[i] = ld128(p + 16 * i);
+	__m128i y = ld128(p);
+
+	if (dst)
+		_mm_storeu_si128((__m128i *)(dst + off), y);
+	return y;
 }
 
-/* The 64 bytes at p into y[0..3]; also to dst + off when copying (dst not NULL). */
-SR_PCLMUL static inline __attribute__((always_inline)) void ld64_to(const uint8_t *p, __m128i y[4],
-								     uint8_t *dst, size_t off)
+/* Lane x folded forward by k, onto the 16 bytes at p (copied to dst + off when copying). One
+ * block at a time, so that eight lanes, the constant and a temporary fit the 16 XMM registers:
+ * loading four blocks first spilled lanes to the stack once stores were added. */
+SR_PCLMUL static inline __attribute__((always_inline)) __m128i step(__m128i x, __m128i k,
+								 const uint8_t *p, uint8_t *dst,
+								 size_t off)
 {
-	ld64(p, y);
-	if (dst)
-		for (int i = 0; i < 4; i++)
-			_mm_storeu_si128((__m128i *)(dst + off + 16 * i), y[i]);
+	return _mm_xor_si128(fold(x, k), ld_to(p, dst, off));
 }
 
 /*
@@ -228,14 +232,13 @@ crc_fold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, u
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
 	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
 	const uint8_t *p0 = p;
-	__m128i x0, x1, x2, x3, y[4];
+	__m128i x0, x1, x2, x3;
 	uint8_t r[16];
 
-	ld64(head, y);
-	x0 = _mm_xor_si128(y[0], _mm_cvtsi32_si128((int)crc));
-	x1 = y[1];
-	x2 = y[2];
-	x3 = y[3];
+	x0 = _mm_xor_si128(ld128(head), _mm_cvtsi32_si128((int)crc));
+	x1 = ld128(head + 16);
+	x2 = ld128(head + 32);
+	x3 = ld128(head + 48);
 	if (len >= 192) {
 		/*
 		 * Eight lanes, 1024 bits apart: a fold is a carry-less multiply (latency 6-7
@@ -247,22 +250,21 @@ crc_fold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, u
 						     (long long)k_fold1024[0]);
 		__m128i x4, x5, x6, x7;
 
-		ld64_to(p, y, dst, 0);
-		x4 = y[0];
-		x5 = y[1];
-		x6 = y[2];
-		x7 = y[3];
+		x4 = ld_to(p, dst, 0);
+		x5 = ld_to(p + 16, dst, 16);
+		x6 = ld_to(p + 32, dst, 32);
+		x7 = ld_to(p + 48, dst, 48);
 		for (p += 64, len -= 64; len >= 128; p += 128, len -= 128) {
-			ld64_to(p, y, dst, (size_t)(p - p0));
-			x0 = _mm_xor_si128(fold(x0, k1024), y[0]);
-			x1 = _mm_xor_si128(fold(x1, k1024), y[1]);
-			x2 = _mm_xor_si128(fold(x2, k1024), y[2]);
-			x3 = _mm_xor_si128(fold(x3, k1024), y[3]);
-			ld64_to(p + 64, y, dst, (size_t)(p + 64 - p0));
-			x4 = _mm_xor_si128(fold(x4, k1024), y[0]);
-			x5 = _mm_xor_si128(fold(x5, k1024), y[1]);
-			x6 = _mm_xor_si128(fold(x6, k1024), y[2]);
-			x7 = _mm_xor_si128(fold(x7, k1024), y[3]);
+			size_t o = (size_t)(p - p0);
+
+			x0 = step(x0, k1024, p, dst, o);
+			x1 = step(x1, k1024, p + 16, dst, o + 16);
+			x2 = step(x2, k1024, p + 32, dst, o + 32);
+			x3 = step(x3, k1024, p + 48, dst, o + 48);
+			x4 = step(x4, k1024, p + 64, dst, o + 64);
+			x5 = step(x5, k1024, p + 80, dst, o + 80);
+			x6 = step(x6, k1024, p + 96, dst, o + 96);
+			x7 = step(x7, k1024, p + 112, dst, o + 112);
 		}
 		/* The first four lanes forward 512 bits, onto the last four: four lanes again. */
 		x0 = _mm_xor_si128(fold(x0, k512), x4);
@@ -271,21 +273,18 @@ crc_fold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, u
 		x3 = _mm_xor_si128(fold(x3, k512), x7);
 	}
 	for (; len >= 64; p += 64, len -= 64) {	/* four lanes, 512 bits apart */
-		ld64_to(p, y, dst, (size_t)(p - p0));
-		x0 = _mm_xor_si128(fold(x0, k512), y[0]);
-		x1 = _mm_xor_si128(fold(x1, k512), y[1]);
-		x2 = _mm_xor_si128(fold(x2, k512), y[2]);
-		x3 = _mm_xor_si128(fold(x3, k512), y[3]);
+		size_t o = (size_t)(p - p0);
+
+		x0 = step(x0, k512, p, dst, o);
+		x1 = step(x1, k512, p + 16, dst, o + 16);
+		x2 = step(x2, k512, p + 32, dst, o + 32);
+		x3 = step(x3, k512, p + 48, dst, o + 48);
 	}
 	x1 = _mm_xor_si128(fold(x0, k128), x1);
 	x2 = _mm_xor_si128(fold(x1, k128), x2);
 	x3 = _mm_xor_si128(fold(x2, k128), x3);
-	for (; len >= 16; p += 16, len -= 16) {
-		y[0] = ld128(p);
-		if (dst)
-			_mm_storeu_si128((__m128i *)(dst + (p - p0)), y[0]);
-		x3 = _mm_xor_si128(fold(x3, k128), y[0]);
-	}
+	for (; len >= 16; p += 16, len -= 16)
+		x3 = step(x3, k128, p, dst, (size_t)(p - p0));
 	if (dst) {	/* the tail's CRC from the copy: the source is read once */
 		memcpy(dst + (p - p0), p, len);
 		p = dst + (p - p0);
