@@ -12,7 +12,9 @@
  * A UDP socket never sees the IP header, so the receiver rebuilds it from what it knows. Our
  * sender makes that possible: its socket sets IP_PMTUDISC_DO, so Linux sends IPv4 with DF set
  * and IP ID 0 (unconnected socket). Linux rxe instead uses random IDs: sr_icrc_recover_v4_id()
- * solves for the ID (CRC-32 is linear), at the cost of 16 bits of the check's strength.
+ * solves for the ID (CRC-32 is linear), at the cost of 17 bits of the check's strength (ID and
+ * DF); for a softrdma sender's packet the receiver accepts only the IDs such a sender uses
+ * (src/net/udp.c, sr_net_icrc_match), which keeps all but 6 bits of it.
  */
 #ifndef SR_WIRE_ICRC_H
 #define SR_WIRE_ICRC_H
