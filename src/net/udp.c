@@ -689,16 +689,22 @@ bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt)
 
 /*
  * May the ICRC wait for the placement (resp.c, sr_resp_place)? For the MIDDLE and LAST
- * packets of an RC WRITE, which carry nearly all of a long WRITE's bytes: their payload goes
- * to memory the message's first packet already had checked, and the check runs in the same
- * pass as the copy. Not with the pcap tap, which records the packet with its recovered ID
- * before the transport sees it.
+ * packets of an RC WRITE or SEND, which carry nearly all of a long message's bytes: their
+ * payload goes to memory the message's first packet already had checked, and the check runs in
+ * the same pass as the copy. Not with the pcap tap, which records the packet with its
+ * recovered ID before the transport sees it.
  */
 static bool icrc_deferrable(const struct sr_nic *nic, const struct sr_pkt *pkt)
 {
-	return !nic->pcap && pkt->paylen >= 512 &&
-	       (pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_WRITE_MIDDLE) ||
-		pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_WRITE_LAST));
+	switch (pkt->opcode) {
+	case SR_OPC(SR_TR_RC, SR_OP_WRITE_MIDDLE):
+	case SR_OPC(SR_TR_RC, SR_OP_WRITE_LAST):
+	case SR_OPC(SR_TR_RC, SR_OP_SEND_MIDDLE):
+	case SR_OPC(SR_TR_RC, SR_OP_SEND_LAST):
+		return !nic->pcap && pkt->paylen >= 512;
+	default:
+		return false;
+	}
 }
 
 /* One packet. *id: the IPv4 ID to expect (0 from a softrdma sender's packet sent alone; i for

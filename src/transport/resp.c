@@ -365,7 +365,7 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 		}
 		qp->resp.recv_off = 0;
 	}
-	st = scatter(qp, qp->resp.recv_off, sr_pkt_payload(pkt), pkt->paylen);
+	st = pkt->placed ? 0 : scatter(qp, qp->resp.recv_off, sr_pkt_payload(pkt), pkt->paylen);
 	if (st == IBV_WC_LOC_LEN_ERR && !rc) {
 		/* UC: the message does not fit; the WQE completes in error, the QP lives on. */
 		complete_rwqe(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, NULL, 0, 0);
@@ -476,56 +476,93 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 }
 
 /*
- * A request whose ICRC is still unchecked (pkt->icrc_tuple, src/net/udp.c): the next MIDDLE or
- * LAST packet of the RC WRITE in progress goes straight to its place, the ICRC computed in the
- * same pass as the copy (sr_icrc_calc_copy), then compared; any other request has its ICRC
- * checked first. False: the ICRC does not match (the caller counts the drop).
- *
- * Why bytes may land before their check: they land only in the part of the WRITE's target that
- * is still to be written, [wva, wva + wleft), which the message's first packet had checked
- * against its key (and sr_mem_get checks again now). A packet that fails the check moves
- * nothing: not the PSN, not the WRITE's position, so the packet that passes (the sender's
- * retransmission) writes the same bytes again before the WRITE can complete. A WRITE that never
- * completes leaves its target undefined (IBA 9.4.3) -- as a failed one always does. A
- * corrupted header cannot aim elsewhere: the place comes from the QP's state, not the packet,
- * and the length must be the one the state expects. Saves a read of every byte of a long
- * WRITE on the receiving side (a 12 % copy on the receiving thread of an ib_write_bw stream).
+ * Is this the next MIDDLE or LAST packet of the RC WRITE or SEND in progress, with the length
+ * the message's state wants and room for it in the target? (The checks do_write and do_send
+ * will make, made before the ICRC; any packet that fails one has its ICRC checked first.)
  */
-bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
+static bool continues(const struct sr_qp *qp, const struct sr_pkt *pkt)
 {
-	struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
-	bool end = pkt->mask & SR_M_END, ok;
-	struct iovec iov[SR_PKT_IOV];
-	enum sr_access_err err;
-	struct sr_mr *mr;
-	uint8_t *pay;
-	int n;
+	bool end = pkt->mask & SR_M_END;
 
-	if (qp->type != IBV_QPT_RC || !(pkt->mask & SR_M_WRITE) || (pkt->mask & SR_M_START) ||
-	    (pkt->mask & SR_M_IMMDT) || !pkt->paylen ||
+	if (qp->type != IBV_QPT_RC || (pkt->mask & (SR_M_START | SR_M_IMMDT | SR_M_IETH)) ||
+	    !pkt->paylen || pkt->psn != qp->resp.epsn ||
 	    (qp->state == IBV_QPS_RTR ? !qp->resp.comm_est
 				      : qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
 					qp->state != IBV_QPS_SQE) ||
-	    pkt->psn != qp->resp.epsn || !qp->resp.in_write ||
-	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
-	    pkt->paylen > qp->resp.wleft || (end ? pkt->paylen != qp->resp.wleft ||
-						    pkt->paylen > qp->resp.seg
-					       : pkt->paylen != qp->resp.seg))
+	    (end ? pkt->paylen > qp->resp.seg : pkt->paylen != qp->resp.seg))
+		return false;
+	if (pkt->mask & SR_M_WRITE)
+		return qp->resp.in_write && (qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) &&
+		       pkt->paylen <= qp->resp.wleft && (!end || pkt->paylen == qp->resp.wleft);
+	if (pkt->mask & SR_M_SEND)
+		return qp->resp.in_send && qp->resp.have_rwqe &&
+		       qp->resp.recv_off + (uint64_t)pkt->paylen <= qp->resp.rwqe->length;
+	return false;
+}
+
+/*
+ * A request whose ICRC is still unchecked (pkt->icrc_tuple, src/net/udp.c): the next MIDDLE or
+ * LAST packet of the RC WRITE or SEND in progress goes straight to its place, the ICRC computed
+ * in the same pass as the copy (sr_icrc_calc_copy), then compared; any other request has its
+ * ICRC checked first. False: the ICRC does not match (the caller counts the drop).
+ *
+ * Why bytes may land before their check: they land only in the part of the message's target
+ * that is still to be written -- a WRITE's [wva, wva + wleft), which the message's first packet
+ * had checked against its key (and sr_mem_get checks again now), or a SEND's receive WQE from
+ * recv_off on, a buffer the application gave for this message and may not touch before the
+ * completion. A packet that fails the check moves nothing: not the PSN, not the message's
+ * position, so the packet that passes (the sender's retransmission) writes the same bytes
+ * again before the message can complete. A message that never completes leaves its target
+ * undefined (IBA 9.4.3; a receive WQE flushed in error) -- as a failed one always does. A
+ * corrupted header cannot aim elsewhere: the place comes from the QP's state, not the packet,
+ * and the length must be the one the state expects. Saves a read of every byte of a long
+ * message on the receiving side (a 12 % copy on the receiving thread of an ib_write_bw stream).
+ */
+bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	bool write = pkt->mask & SR_M_WRITE, ok;
+	struct iovec iov[SR_PKT_IOV];
+	struct sr_mr *mr = NULL;
+	struct sr_sgl sgl;
+	uint8_t *pay, *dst;
+	int n;
+
+	if (!continues(qp, pkt))
 		return sr_net_icrc_ok(qp->nic, pkt);
-	mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
-			IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
-	if (!mr)
-		return sr_net_icrc_ok(qp->nic, pkt);
-	if (n != 1) {	/* a fast-registration map cut it at a page: the usual way */
-		sr_mr_put(mr);
-		return sr_net_icrc_ok(qp->nic, pkt);
+	if (write) {
+		struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
+		enum sr_access_err err;
+
+		mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
+				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
+		if (!mr)
+			return sr_net_icrc_ok(qp->nic, pkt);
+		if (n != 1) {	/* a fast-registration map cut it at a page: the usual way */
+			sr_mr_put(mr);
+			return sr_net_icrc_ok(qp->nic, pkt);
+		}
+		dst = iov[0].iov_base;
+	} else {
+		struct sr_acc a = sr_acc_resp(qp, 0, false);
+		struct sr_rwqe *r = qp->resp.rwqe;
+
+		if (sr_sgl_map(qp->nic, &a, r->sge, r->num_sge, qp->resp.recv_off, pkt->paylen,
+			       IBV_ACCESS_LOCAL_WRITE, &sgl))
+			return sr_net_icrc_ok(qp->nic, pkt);
+		if (sgl.n != 1) {	/* across two SGEs: the usual way */
+			sr_sgl_release(&sgl);
+			return sr_net_icrc_ok(qp->nic, pkt);
+		}
+		dst = sgl.iov[0].iov_base;
 	}
 	pay = sr_pkt_payload(pkt);
 	ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
 			       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len, pay,
-						 pkt->paylen, pay + pkt->paylen, pkt->len,
-						 iov[0].iov_base));
-	sr_mr_put(mr);
+						 pkt->paylen, pay + pkt->paylen, pkt->len, dst));
+	if (write)
+		sr_mr_put(mr);
+	else
+		sr_sgl_release(&sgl);
 	if (!ok)
 		return false;
 	sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
