@@ -98,6 +98,7 @@ struct sr_nic {
 	struct sr_fault *fault;
 	struct sr_pcap *pcap;
 	bool icrc_check;
+	bool icrc_id_strict;
 	bool gso;			/* batches leave as one UDP GSO send (udp.c) */
 	bool gro;			/* the socket takes coalesced datagrams (UDP_GRO) */
 	uint32_t max_inflight, ack_every;
@@ -767,6 +768,7 @@ int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group);
  */
 struct sr_ipudp;
 bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt);
+void sr_net_icrc_drop(struct sr_nic *nic);	/* counts drop_icrc and logs it (rate-limited) */
 bool sr_net_icrc_match(struct sr_nic *nic, struct sr_ipudp *t, const uint8_t *buf, size_t len,
 		       uint32_t got);
 /* Is the receive socket's buffer more than half full (packets waiting to be received)? */

@@ -762,6 +762,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	nic->dev = d;
 	nic->fd = nic->epfd = nic->evfd = -1;
 	nic->icrc_check = p->icrc_check;
+	nic->icrc_id_strict = p->icrc_id_strict;
 	nic->max_inflight = p->max_inflight > 1 ? (uint32_t)p->max_inflight : 2;
 	nic->ack_every = p->ack_every > 0 ? (uint32_t)p->ack_every : 1;
 	pthread_mutex_init(&nic->rx_lock, NULL);

@@ -21,6 +21,7 @@
 	X(pcap, STR, "", "write every packet sent and received, with IP/UDP headers, to this pcap file (%p: pid)") \
 	X(pin, BOOL, 0, "lock registered memory (mlock); then RLIMIT_MEMLOCK applies and reg_mr may fail with ENOMEM") \
 	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \
+	X(icrc_id_strict, BOOL, 1, "a packet from a softrdma sender may have its IPv4 ID recovered from the ICRC only to the IDs such a sender uses (0..63, DF); 0: any ID, for a path that rewrites IP IDs (counter rx_id_refused says when that happens)") \
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
 	X(direct, BOOL, 1, "between two softrdma processes of one host and network namespace, an RC RDMA WRITE or READ moves its payload with one process_vm_writev/readv after checking the target's key table (exported in stats_dir), no packet; 0: always UDP. Off while fault injection or a pcap is on") \
 	X(direct_split, INT, 262144, "a direct-path copy of at least this many bytes is cut into chunks that a second thread copies beside the posting one (one helper per process, 2+ CPUs); 0: one thread copies") \

@@ -22,6 +22,7 @@
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(tx_gso_sends, "sendmsg calls that carried several packets (UDP GSO, parameter gso)") \
 	X(rx_placed_checked, "RC WRITE and SEND packets placed and ICRC-checked in one pass (MIDDLE/LAST of the message in progress, resp.c sr_resp_place)") \
+	X(rx_id_refused, "packets from a softrdma sender whose ICRC matched only with an IPv4 ID such a sender never uses, dropped as drop_icrc (corruption; or a path that rewrites IP IDs: param icrc_id_strict)") \
 	X(rx_id_recovered, "IPv4 packets whose IP ID was not the one expected, recovered from the ICRC (Linux rxe; a GSO batch cut before a receiver without GRO)") \
 	X(retransmits, "request packets sent again (go-back-N)")                  \
 	X(repairs, "single packets resent after a NAK (selective repair, param repair)") \

@@ -666,13 +666,23 @@ bool sr_net_icrc_match(struct sr_nic *nic, struct sr_ipudp *t, const uint8_t *bu
 		return true;
 	if (!sr_icrc_recover_v4_id_from(t, len, got, want))
 		return false;
-	if (sr_bth_sr_marked((const struct sr_bth *)buf) &&
+	if (nic->icrc_id_strict && sr_bth_sr_marked((const struct sr_bth *)buf) &&
 	    (t->ip_id >= SR_GSO_MAX_SEGS || !t->df)) {
+		sr_stat_inc(&nic->stats, SR_STAT_rx_id_refused);
+		sr_log_rl(SR_LOG_INFO, "a softrdma packet's ICRC matched only with IPv4 ID %u%s: "
+			  "dropped as corrupt (a path that rewrites IP IDs needs icrc_id_strict=0)",
+			  t->ip_id, t->df ? "" : " without DF");
 		*t = keep;
 		return false;
 	}
 	sr_stat_inc(&nic->stats, SR_STAT_rx_id_recovered);
 	return true;
+}
+
+void sr_net_icrc_drop(struct sr_nic *nic)
+{
+	sr_stat_inc(&nic->stats, SR_STAT_drop_icrc);
+	sr_log_rl(SR_LOG_INFO, "dropped a packet with a bad ICRC");
 }
 
 bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt)
@@ -688,23 +698,19 @@ bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt)
 }
 
 /*
- * May the ICRC wait for the placement (resp.c, sr_resp_place)? For the MIDDLE and LAST
- * packets of an RC WRITE or SEND, which carry nearly all of a long message's bytes: their
- * payload goes to memory the message's first packet already had checked, and the check runs in
- * the same pass as the copy. Not with the pcap tap, which records the packet with its
- * recovered ID before the transport sees it.
+ * May the ICRC wait for the placement (resp.c, sr_resp_place)? For the MIDDLE packets of an
+ * RC WRITE or SEND, which carry nearly all of a long message's bytes: their payload goes to
+ * memory the message's first packet already had checked, and the check runs in the same pass
+ * as the copy. Not a LAST packet: it writes the message's last byte, and a reader polling that
+ * byte (ibv_query_qp_data_in_order says it may) must find every byte before it final, not a
+ * packet that is dropped a moment later. Not with the pcap tap, which records the packet with
+ * its recovered ID before the transport sees it.
  */
 static bool icrc_deferrable(const struct sr_nic *nic, const struct sr_pkt *pkt)
 {
-	switch (pkt->opcode) {
-	case SR_OPC(SR_TR_RC, SR_OP_WRITE_MIDDLE):
-	case SR_OPC(SR_TR_RC, SR_OP_WRITE_LAST):
-	case SR_OPC(SR_TR_RC, SR_OP_SEND_MIDDLE):
-	case SR_OPC(SR_TR_RC, SR_OP_SEND_LAST):
-		return !nic->pcap && pkt->paylen >= 512;
-	default:
-		return false;
-	}
+	return !nic->pcap && pkt->paylen >= 512 &&
+	       (pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_WRITE_MIDDLE) ||
+		pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_SEND_MIDDLE));
 }
 
 /* One packet. *id: the IPv4 ID to expect (0 from a softrdma sender's packet sent alone; i for
@@ -746,8 +752,7 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 		return;
 	}
 	if (!icrc_ok) {
-		sr_stat_inc(&nic->stats, SR_STAT_drop_icrc);
-		sr_log_rl(SR_LOG_INFO, "dropped a packet with a bad ICRC");
+		sr_net_icrc_drop(nic);
 		return;
 	}
 	if (group) {

@@ -53,7 +53,10 @@ static bool source_ok(const struct sr_qp *qp, const struct sr_addr *src)
  * counts of a receive loop that checks every ICRC first. */
 static void drop(struct sr_nic *nic, struct sr_pkt *pkt, enum sr_stat why)
 {
-	sr_stat_inc(&nic->stats, sr_net_icrc_ok(nic, pkt) ? why : SR_STAT_drop_icrc);
+	if (sr_net_icrc_ok(nic, pkt))
+		sr_stat_inc(&nic->stats, why);
+	else
+		sr_net_icrc_drop(nic);
 }
 
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
@@ -85,7 +88,7 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		drop(nic, pkt, SR_STAT_drop_src);
 	} else if (pkt->icrc_tuple && !((pkt->mask & SR_M_REQ) ? sr_resp_place(qp, pkt)
 							       : sr_net_icrc_ok(nic, pkt))) {
-		sr_stat_inc(&nic->stats, SR_STAT_drop_icrc);
+		sr_net_icrc_drop(nic);
 	} else {
 		qp->peer_seg = sr_bth_sr_seg(sr_pkt_bth(pkt));
 		qp->peer_sr = sr_bth_sr_marked(sr_pkt_bth(pkt));

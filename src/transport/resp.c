@@ -476,24 +476,23 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 }
 
 /*
- * Is this the next MIDDLE or LAST packet of the RC WRITE or SEND in progress, with the length
- * the message's state wants and room for it in the target? (The checks do_write and do_send
- * will make, made before the ICRC; any packet that fails one has its ICRC checked first.)
+ * Is this the next MIDDLE packet of the RC WRITE or SEND in progress, with the length the
+ * message's state wants and room for it in the target? (The checks do_write and do_send will
+ * make, made before the ICRC; any packet that fails one has its ICRC checked first.) Never a
+ * LAST packet: it writes the message's last byte (src/net/udp.c, icrc_deferrable).
  */
 static bool continues(const struct sr_qp *qp, const struct sr_pkt *pkt)
 {
-	bool end = pkt->mask & SR_M_END;
-
-	if (qp->type != IBV_QPT_RC || (pkt->mask & (SR_M_START | SR_M_IMMDT | SR_M_IETH)) ||
-	    !pkt->paylen || pkt->psn != qp->resp.epsn ||
+	if (qp->type != IBV_QPT_RC ||
+	    (pkt->mask & (SR_M_START | SR_M_END | SR_M_IMMDT | SR_M_IETH)) ||
+	    !pkt->paylen || pkt->psn != qp->resp.epsn || pkt->paylen != qp->resp.seg ||
 	    (qp->state == IBV_QPS_RTR ? !qp->resp.comm_est
 				      : qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
-					qp->state != IBV_QPS_SQE) ||
-	    (end ? pkt->paylen > qp->resp.seg : pkt->paylen != qp->resp.seg))
+					qp->state != IBV_QPS_SQE))
 		return false;
 	if (pkt->mask & SR_M_WRITE)
 		return qp->resp.in_write && (qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) &&
-		       pkt->paylen <= qp->resp.wleft && (!end || pkt->paylen == qp->resp.wleft);
+		       pkt->paylen < qp->resp.wleft;
 	if (pkt->mask & SR_M_SEND)
 		return qp->resp.in_send && qp->resp.have_rwqe &&
 		       qp->resp.recv_off + (uint64_t)pkt->paylen <= qp->resp.rwqe->length;
@@ -501,10 +500,10 @@ static bool continues(const struct sr_qp *qp, const struct sr_pkt *pkt)
 }
 
 /*
- * A request whose ICRC is still unchecked (pkt->icrc_tuple, src/net/udp.c): the next MIDDLE or
- * LAST packet of the RC WRITE or SEND in progress goes straight to its place, the ICRC computed
- * in the same pass as the copy (sr_icrc_calc_copy), then compared; any other request has its
- * ICRC checked first. False: the ICRC does not match (the caller counts the drop).
+ * A request whose ICRC is still unchecked (pkt->icrc_tuple, src/net/udp.c): the next MIDDLE
+ * packet of the RC WRITE or SEND in progress goes straight to its place, the ICRC computed in
+ * the same pass as the copy (sr_icrc_calc_copy), then compared; any other request has its ICRC
+ * checked first. False: the ICRC does not match (the caller counts the drop).
  *
  * Why bytes may land before their check: they land only in the part of the message's target
  * that is still to be written -- a WRITE's [wva, wva + wleft), which the message's first packet
@@ -515,8 +514,16 @@ static bool continues(const struct sr_qp *qp, const struct sr_pkt *pkt)
  * again before the message can complete. A message that never completes leaves its target
  * undefined (IBA 9.4.3; a receive WQE flushed in error) -- as a failed one always does. A
  * corrupted header cannot aim elsewhere: the place comes from the QP's state, not the packet,
- * and the length must be the one the state expects. Saves a read of every byte of a long
- * message on the receiving side (a 12 % copy on the receiving thread of an ib_write_bw stream).
+ * and the length must be the one the state expects. The message's last byte comes only from a
+ * checked LAST packet, executed after every MIDDLE before it has been placed again from a good
+ * packet: a reader polling that byte finds every byte before it final. (Between a bad MIDDLE
+ * and its good copy, bytes of the part still to be written may be wrong; nothing promises
+ * them.) Saves a read of every byte of a long message on the receiving side (a 12 % copy on
+ * the receiving thread of an ib_write_bw stream).
+ *
+ * Where the piece is not one run of memory (a fast-registration map cut at a page, a receive
+ * WQE's SGE boundary), the ICRC is checked first and the copy made here, from the same lookup:
+ * do_write and do_send look a key up once per packet, as their counters expect.
  */
 bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 {
@@ -537,9 +544,12 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
 		if (!mr)
 			return sr_net_icrc_ok(qp->nic, pkt);
-		if (n != 1) {	/* a fast-registration map cut it at a page: the usual way */
+		if (n != 1) {	/* a fast-registration map cut it at a page */
+			ok = sr_net_icrc_ok(qp->nic, pkt);
+			if (ok)
+				sr_iov_copy_in(iov, n, sr_pkt_payload(pkt), pkt->paylen);
 			sr_mr_put(mr);
-			return sr_net_icrc_ok(qp->nic, pkt);
+			return pkt->placed = ok;
 		}
 		dst = iov[0].iov_base;
 	} else {
@@ -549,9 +559,12 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 		if (sr_sgl_map(qp->nic, &a, r->sge, r->num_sge, qp->resp.recv_off, pkt->paylen,
 			       IBV_ACCESS_LOCAL_WRITE, &sgl))
 			return sr_net_icrc_ok(qp->nic, pkt);
-		if (sgl.n != 1) {	/* across two SGEs: the usual way */
+		if (sgl.n != 1) {	/* across two SGEs */
+			ok = sr_net_icrc_ok(qp->nic, pkt);
+			if (ok)
+				sr_sgl_copy_in(&sgl, sr_pkt_payload(pkt), pkt->paylen);
 			sr_sgl_release(&sgl);
-			return sr_net_icrc_ok(qp->nic, pkt);
+			return pkt->placed = ok;
 		}
 		dst = sgl.iov[0].iov_base;
 	}

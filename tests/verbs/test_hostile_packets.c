@@ -228,6 +228,7 @@ static void test_malformed(struct ibv_qp *v)
 			{ false, 1000, true },
 		};
 		int64_t bq = vu_stat("drop_qpn"), br = vu_stat("rx_id_recovered");
+		int64_t bf = vu_stat("rx_id_refused");
 		int pass = 0;
 		size_t len;
 
@@ -247,6 +248,7 @@ static void test_malformed(struct ibv_qp *v)
 		EXPECT_DROP("drop_icrc", b, 2);
 		EXPECT_DROP("drop_qpn", bq, pass);
 		EXPECT_DROP("rx_id_recovered", br, pass);
+		EXPECT_DROP("rx_id_refused", bf < 0 ? 0 : bf, 2);
 	}
 	expect_no_reply(20);
 	CHECK_TARGET();
