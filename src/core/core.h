@@ -723,8 +723,8 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
 void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
-/* A request with its ICRC unchecked: placed and checked in one pass if it is the next packet of
- * an RC WRITE, else checked; false when the ICRC is bad (qp lock held). */
+/* A request with its ICRC unchecked: placed and checked in one pass if it is the next MIDDLE
+ * packet of an RC WRITE or SEND, else checked; false when the ICRC is bad (qp lock held). */
 bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt);
 /* While the application polls (it sends due ACKs itself), the progress thread looks for
  * deferred ACKs every this many ack_defer_us (nic_thread); and it keeps looking this long after

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Where a received packet goes. The packet has already been parsed and its ICRC checked
- * (src/net/udp.c), or the check was left to the WRITE placement (sr_resp_place) and a drop
- * here checks it first. Here it meets the transport's checks (IBA 9.6, "packet header
- * validation"): destination QP exists, its type matches the opcode's transport, the P_Key matches, the QP's
- * state accepts it, and on a connected QP the packet comes from the connected peer. Then a
- * request goes to the responder, a response to the completer. Every drop is counted.
+ * (src/net/udp.c), or the check was left to the placement of a WRITE or SEND MIDDLE packet
+ * (sr_resp_place) and a drop here checks it first. Here it meets the transport's checks (IBA
+ * 9.6, "packet header validation"): destination QP exists, its type matches the opcode's
+ * transport, the P_Key matches, the QP's state accepts it, and on a connected QP the packet
+ * comes from the connected peer. Then a request goes to the responder, a response to the
+ * completer. Every drop is counted.
  */
 #include "core/log.h"
 #include "transport/xport.h"
