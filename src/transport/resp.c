@@ -528,10 +528,10 @@ static bool continues(const struct sr_qp *qp, const struct sr_pkt *pkt)
 bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	bool write = pkt->mask & SR_M_WRITE, ok;
-	struct iovec iov[SR_PKT_IOV];
+	uint8_t *pay = sr_pkt_payload(pkt);
+	struct iovec iov[SR_PKT_IOV], *v;
 	struct sr_mr *mr = NULL;
 	struct sr_sgl sgl;
-	uint8_t *pay, *dst;
 	int n;
 
 	if (!continues(qp, pkt))
@@ -544,14 +544,7 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
 		if (!mr)
 			return sr_net_icrc_ok(qp->nic, pkt);
-		if (n != 1) {	/* a fast-registration map cut it at a page */
-			ok = sr_net_icrc_ok(qp->nic, pkt);
-			if (ok)
-				sr_iov_copy_in(iov, n, sr_pkt_payload(pkt), pkt->paylen);
-			sr_mr_put(mr);
-			return pkt->placed = ok;
-		}
-		dst = iov[0].iov_base;
+		v = iov;
 	} else {
 		struct sr_acc a = sr_acc_resp(qp, 0, false);
 		struct sr_rwqe *r = qp->resp.rwqe;
@@ -559,26 +552,27 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 		if (sr_sgl_map(qp->nic, &a, r->sge, r->num_sge, qp->resp.recv_off, pkt->paylen,
 			       IBV_ACCESS_LOCAL_WRITE, &sgl))
 			return sr_net_icrc_ok(qp->nic, pkt);
-		if (sgl.n != 1) {	/* across two SGEs */
-			ok = sr_net_icrc_ok(qp->nic, pkt);
-			if (ok)
-				sr_sgl_copy_in(&sgl, sr_pkt_payload(pkt), pkt->paylen);
-			sr_sgl_release(&sgl);
-			return pkt->placed = ok;
-		}
-		dst = sgl.iov[0].iov_base;
+		v = sgl.iov;
+		n = sgl.n;
 	}
-	pay = sr_pkt_payload(pkt);
-	ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
-			       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len, pay,
-						 pkt->paylen, pay + pkt->paylen, pkt->len, dst));
+	if (n == 1) {
+		ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
+				       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len,
+							 pay, pkt->paylen, pay + pkt->paylen,
+							 pkt->len, v[0].iov_base));
+		if (ok)
+			sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
+	} else {	/* a fast-registration map cut at a page, or two SGEs: check, then copy */
+		ok = sr_net_icrc_ok(qp->nic, pkt);
+		if (ok)
+			sr_iov_copy_in(v, n, pay, pkt->paylen);
+	}
 	if (write)
 		sr_mr_put(mr);
 	else
 		sr_sgl_release(&sgl);
 	if (!ok)
 		return false;
-	sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
 	pkt->icrc_tuple = NULL;
 	pkt->placed = true;
 	return true;

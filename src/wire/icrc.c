@@ -125,31 +125,23 @@ uint32_t sr_icrc_calc(const struct sr_ipudp *ipu, const void *pkt, size_t len)
 uint32_t sr_icrc_calc_copy(const struct sr_ipudp *ipu, const void *hdr, size_t hlen,
 			   const void *pay, size_t paylen, const void *pad, size_t len, void *dst)
 {
-	const uint8_t *p = pay;
+	const uint8_t *p = pay, *ext = (const uint8_t *)hdr + SR_BTH_LEN;
 	uint8_t *d = dst;
-	uint8_t head[SR_IPV6_HLEN + SR_UDP_HLEN + 64];
-	size_t h, fill, padlen = len - SR_ICRC_LEN - hlen - paylen;
+	uint8_t head[64];	/* masked IP/UDP and BTH: at most 60 bytes */
+	size_t h, fill, extlen = hlen - SR_BTH_LEN, padlen = len - SR_ICRC_LEN - hlen - paylen;
 	uint32_t crc;
 
-	if (hlen > 64) {	/* no such opcode; piece by piece */
-		struct sr_icrc st;
-
-		sr_icrc_begin(&st, ipu, len);
-		sr_icrc_bth(&st, hdr);
-		sr_icrc_update(&st, (const uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
-		memcpy(d, p, paylen);
-		sr_icrc_update(&st, d, paylen);
-		sr_icrc_update(&st, pad, padlen);
-		return sr_icrc_final(&st);
-	}
 	h = masked_ipudp(head, ipu, len);
 	masked_bth(head + h, hdr);
-	memcpy(head + h + SR_BTH_LEN, (const uint8_t *)hdr + SR_BTH_LEN, hlen - SR_BTH_LEN);
-	h += hlen;
-	if (h > 64 || paylen < 64 - h) {	/* headers beyond one block, or a short payload */
+	h += SR_BTH_LEN;
+	if (h + extlen > 64 || paylen < 64 - h - extlen) {
+		/* headers beyond one block, or a short payload: piece by piece */
+		crc = sr_crc32_raw(sr_crc32_raw(SR_ICRC_SEED, head, h), ext, extlen);
 		memcpy(d, p, paylen);
-		crc = sr_crc32_raw(sr_crc32_raw(SR_ICRC_SEED, head, h), d, paylen);
+		crc = sr_crc32_raw(crc, d, paylen);
 	} else {
+		memcpy(head + h, ext, extlen);
+		h += extlen;
 		fill = 64 - h;
 		memcpy(d, p, fill);
 		memcpy(head + h, d, fill);

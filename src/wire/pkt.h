@@ -50,9 +50,10 @@ struct sr_pkt {
 	uint32_t paylen;	/* payload bytes, pad excluded */
 	/*
 	 * Receive only. icrc_tuple: the ICRC is not checked yet, and will be against this
-	 * IP/UDP tuple (the IPv4 ID in it may be corrected), by the WRITE placement that
-	 * copies the payload and checks it in one pass, or by sr_net_icrc_ok before anything
-	 * else acts on the packet (src/net/udp.c, rx_one). placed: the payload is in place.
+	 * IP/UDP tuple (the IPv4 ID in it may be corrected), by the placement of a WRITE or
+	 * SEND MIDDLE packet, which copies the payload and checks it in one pass, or by
+	 * sr_net_icrc_ok before anything else acts on the packet (src/net/udp.c, rx_one,
+	 * and src/transport/resp.c, sr_resp_place). placed: the payload is in place.
 	 */
 	struct sr_ipudp *icrc_tuple;
 	bool placed;
