@@ -29,7 +29,7 @@ NSA=$SR_NSA NSB=$SR_NSB VA=$SR_VA VB=$SR_VB IPA=$SR_NET.1
 SR_SRV_NS=$NSA
 SR_CLI_NS=$NSB
 SR_SERVER_HOST=$IPA
-RC_OK=drop_psn	# see test_pingpong_loopback.sh
+RC_OK="drop_psn drop_qp_gone"	# see test_pingpong_loopback.sh
 SIZE=65536 ITERS=300
 PP=(ibv_rc_pingpong -g 0 -m 1024 -s $SIZE -n $ITERS -c)
 
