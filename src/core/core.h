@@ -718,6 +718,8 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
 void sr_req_progress(struct sr_qp *qp);
 /* Go back to psn and resend from there (retransmit); qp lock held. */
 void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
+/* Something sent is not yet acknowledged (the retransmission timer runs). */
+bool sr_req_outstanding(struct sr_qp *qp);
 /* Sends again the one packet with PSN psn (a SEND/WRITE packet, asking for an ACK), without
  * moving the requester. False when psn is not such a packet of an outstanding WQE. */
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);

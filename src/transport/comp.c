@@ -503,9 +503,7 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 		qp->comp.last_progress = now;
 		sr_req_progress(qp);
 	}
-	bool busy = qp->sq.tail != qp->req.idx || qp->req.offset;
-
-	if (!sr_qp_reliable(qp) || !busy || !qp->timeout_ns)
+	if (!sr_qp_reliable(qp) || !sr_req_outstanding(qp) || !qp->timeout_ns)
 		return qp->req.rnr_until;
 	uint64_t deadline = qp->comp.last_progress + local_ack_timeout(qp);
 	uint64_t base = qp->comp.last_progress > qp->comp.last_probe ? qp->comp.last_progress

@@ -319,9 +319,13 @@ void sr_cwnd_loss(struct sr_qp *qp, bool timeout)
 	qp->req.recover_psn = qp->req.high_psn;
 }
 
-static bool outstanding(const struct sr_qp *qp)
+bool sr_req_outstanding(struct sr_qp *qp)
 {
-	return qp->sq.tail != qp->req.idx || qp->req.offset;
+	/* Sent and not acknowledged: a WQE the requester has moved past or is in the middle of,
+	 * or the oldest, started before and rewound to its first packet -- which the requester
+	 * may not resend at once (a READ waiting for its responses), yet must be timed. */
+	return qp->sq.tail != qp->req.idx || qp->req.offset ||
+	       (qp->sq.tail != qp->sq.head && sr_sq_at(&qp->sq, qp->sq.tail)->state != SR_WQE_POSTED);
 }
 
 /*
@@ -349,11 +353,28 @@ static void catch_up(struct sr_qp *qp)
 	}
 	if (qp->req.idx == sq->tail && qp->req.idx != sq->head && sr_psn_lt(qp->req.psn, qp->comp.psn)) {
 		w = sr_sq_at(sq, qp->req.idx);
-		if (w->state != SR_WQE_POSTED && sr_psn_in(qp->comp.psn, w->first_psn, w->last_psn) &&
-		    !sr_op_is_rd_atomic(w->opcode)) {
+		if (w->state == SR_WQE_POSTED || !sr_psn_in(qp->comp.psn, w->first_psn, w->last_psn))
+			return;
+		if (!sr_op_is_rd_atomic(w->opcode)) {
 			w->state = SR_WQE_SENDING;
 			qp->req.offset = (uint32_t)sr_psn_diff(qp->comp.psn, w->first_psn) * w->seg;
 			qp->req.psn = qp->comp.psn;
+		} else if (w->opcode == IBV_WR_RDMA_READ) {
+			/* Responses came in while the requester was resending what precedes the READ.
+			 * The piece they answer is not asked for again; once it is all in, the next
+			 * one starts at comp.psn. (Left behind comp.psn, the requester would stand
+			 * still: nothing it may send, nothing for the timer to time.) */
+			uint32_t psn = sr_psn_gt(qp->comp.psn, w->rd_end_psn) ? qp->comp.psn
+									 : sr_psn_next(w->rd_end_psn);
+
+			w->state = SR_WQE_SENDING;
+			qp->req.psn = psn;
+			qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * w->seg;
+			if (qp->req.offset >= w->length) {
+				w->state = SR_WQE_SENT;	/* its last piece is under way */
+				qp->req.idx++;
+				qp->req.offset = 0;
+			}
 		}
 	}
 }
@@ -405,7 +426,7 @@ static void req_progress(struct sr_qp *qp)
 		catch_up(qp);
 		sr_comp_local(qp);
 	}
-	was_idle = !outstanding(qp);
+	was_idle = !sr_req_outstanding(qp);
 
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 		return;
@@ -508,7 +529,7 @@ static void req_progress(struct sr_qp *qp)
 		return;
 	if (sent && was_idle)
 		qp->comp.last_progress = sr_now_ns();
-	if (outstanding(qp) && qp->timeout_ns && !qp->on_timer_list)
+	if (sr_req_outstanding(qp) && qp->timeout_ns && !qp->on_timer_list)
 		sr_timer_arm(qp);
 }
 

@@ -30,6 +30,7 @@ struct got {
 	uint32_t paylen;
 	uint8_t payload[MTU];
 	uint64_t va;
+	uint32_t rlen;		/* the RETH's length */
 	bool ackreq;
 };
 
@@ -47,6 +48,7 @@ static bool next_pkt(struct got *g, int ms)
 	g->paylen = pkt.paylen;
 	memcpy(g->payload, sr_pkt_payload(&pkt), pkt.paylen < MTU ? pkt.paylen : MTU);
 	g->va = (pkt.mask & SR_M_RETH) ? sr_reth_va(sr_pkt_h(&pkt, SR_H_RETH)) : 0;
+	g->rlen = (pkt.mask & SR_M_RETH) ? sr_reth_len(sr_pkt_h(&pkt, SR_H_RETH)) : 0;
 	g->ackreq = pkt.ackreq;
 	return true;
 }
@@ -347,6 +349,120 @@ out:
 		;
 }
 
+/* The next packet is a READ request at psn for [RVA + off, + len). */
+#define EXPECT_READ(psn, off, len) expect_read(psn, off, len, __LINE__)
+static bool expect_read(uint32_t psn, uint32_t off, uint32_t len, int line)
+{
+	struct got g;
+
+	if (!next_pkt(&g, 2000)) {
+		SR_FAIL("line %d: no packet (wanted a READ request PSN %u)", line, psn);
+		return false;
+	}
+	if (g.opcode != OPC(READ_REQ) || g.psn != psn || g.va != RVA + off || g.rlen != len) {
+		SR_FAIL("line %d: got %s PSN %u va +%llu len %u, wanted a READ request PSN %u va +%u "
+			"len %u", line, sr_opcode_name(g.opcode), g.psn,
+			(unsigned long long)(g.va - RVA), g.rlen, psn, off, len);
+		return false;
+	}
+	return true;
+}
+
+/* The responses to a READ request at psn for bytes [off, off + len) of remote. */
+static void read_respond(const uint8_t *remote, uint32_t psn, uint32_t off, uint32_t len)
+{
+	uint32_t n = (len + MTU - 1) / MTU;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint8_t hdr[64];
+		uint32_t plen = len - k * MTU < MTU ? len - k * MTU : MTU;
+		uint8_t op = n == 1 ? OPC(READ_RESP_ONLY) : k == 0 ? OPC(READ_RESP_FIRST)
+			   : k == n - 1 ? OPC(READ_RESP_LAST) : OPC(READ_RESP_MIDDLE);
+		const struct sr_opcode_info *oi = &sr_opcode[op];
+
+		memset(hdr, 0, sizeof(hdr));
+		sr_bth_build((struct sr_bth *)hdr, op, false, false, (-plen) & 3, SR_DEFAULT_PKEY,
+			     qp->qp_num, false, (psn + k) & 0xffffff);
+		if (oi->mask & SR_M_AETH)
+			sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]),
+				      SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+		REQUIRE(rp_send(&rp, hdr, oi->length, remote + off + k * MTU, plen, 0) == 0);
+	}
+}
+
+/*
+ * A WRITE (7 packets), then a READ of 20 packets, asked for as a piece of 16 (the window has
+ * room for 1, a piece is never smaller than 16). A NAK for the WRITE's first packet; the peer
+ * acknowledges that packet alone (it keeps nothing after a gap), so the requester goes back
+ * and resends the rest of the WRITE, and stops at the READ: the window (6 after the loss) is
+ * full. Then the responses to the READ's first piece arrive -- they acknowledge the WRITE too.
+ * The requester, left behind them, must ask for the READ's next piece at once. It used to
+ * stand still: at the READ's first PSN, behind every response of the piece, the window looked
+ * full; and with the oldest WQE rewound to its start, the retransmission timer (none here:
+ * timeout 0) saw nothing outstanding. test_fault_integrity stalled on it about once in 25 runs.
+ */
+static void read_behind_resend(void)
+{
+	const uint32_t P = 2000;
+	static uint8_t remote[20 * MTU];
+	uint8_t *a = lb.p, *r = lb.p + 32768;
+	struct ibv_wc wc;
+	bool ok;
+
+	printf("WRITE (7 packets), READ (20); the WRITE resent, the READ's first piece answered\n");
+	qp = make_qp(P, 0);
+	vu_fill(a, 7 * MTU, 5);
+	vu_fill(remote, sizeof(remote), 6);
+	memset(r, 0, sizeof(remote));
+	{
+		struct ibv_sge sa = { (uintptr_t)a, 7 * MTU, lb.mr->lkey };
+		struct ibv_sge sr = { (uintptr_t)r, sizeof(remote), lb.mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 2, .sg_list = &sr, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_READ };
+		struct ibv_send_wr wa = { .wr_id = 1, .next = &wr, .sg_list = &sa, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE };
+		struct ibv_send_wr *bad;
+
+		wa.wr.rdma.remote_addr = RVA + 65536;
+		wa.wr.rdma.rkey = RKEY;
+		wr.wr.rdma.remote_addr = RVA;
+		wr.wr.rdma.rkey = RKEY;
+		CHECK_EQ(ibv_post_send(qp, &wa, &bad), 0);
+	}
+	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
+	for (uint32_t i = 1; ok && i < 6; i++)
+		ok = EXPECT_PKT(OPC(WRITE_MIDDLE), P + i, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, a, 6 * MTU, MTU);
+	ok = ok && EXPECT_READ(P + 7, 0, 16 * MTU);
+	if (!ok)
+		goto out;
+	ack(P, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	ok = EXPECT_REPAIR(OPC(WRITE_FIRST), P, a, 0, MTU);
+	EXPECT_QUIET(20);
+	ack(P, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	for (uint32_t i = 1; ok && i < 6; i++)
+		ok = EXPECT_PKT(OPC(WRITE_MIDDLE), P + i, a, i * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, a, 6 * MTU, MTU);
+	if (!ok)
+		goto out;
+	EXPECT_QUIET(20);	/* not the READ: the window is full */
+	read_respond(remote, P + 7, 0, 16 * MTU);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("the WRITE did not complete: %s", vu_wc_str(&wc));
+	if (!EXPECT_READ(P + 23, 16 * MTU, 4 * MTU))
+		goto out;
+	read_respond(remote, P + 23, 16 * MTU, 4 * MTU);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("the READ did not complete: %s", vu_wc_str(&wc));
+	CHECK(!memcmp(r, remote, sizeof(remote)));
+	EXPECT_QUIET(30);
+out:
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
 /* RNR NAK: the same packet again after the RNR timer, not before. */
 static void rnr_resend(void)
 {
@@ -397,6 +513,7 @@ int main(void)
 	ack_covers_next_wqe(false, false);
 	ack_covers_next_wqe(false, true);
 	ack_covers_next_wqe(true, true);
+	read_behind_resend();
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
