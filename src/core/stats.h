@@ -35,6 +35,7 @@
 	X(rnr_retry_exceeded, "WRs completed with RNR_RETRY_EXC_ERR")               \
 	X(seq_naks_sent, "PSN sequence error NAKs sent")                            \
 	X(seq_naks_rcvd, "PSN sequence error NAKs received")                        \
+	X(seq_naks_ignored, "of those, ignored: a rewind was under way, nothing new acknowledged") \
 	X(access_naks_sent, "remote access error NAKs sent (bad rkey, bounds, rights)") \
 	X(key_stale, "accesses refused: key of an invalidated, unbound or replaced generation (MW, fast-reg MR)") \
 	X(map_replays, "retransmissions or replays served by a fast-reg map invalidated after their PSN") \

@@ -394,16 +394,26 @@ static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 		sr_stat_inc(st, SR_STAT_seq_naks_rcvd);
 		sr_dbg("qp#%u: NAK seq PSN %u, comp.psn %u, rewound %d", sr_qpn(qp), pkt->psn,
 		       qp->comp.psn, qp->comp.nak_rewound);
-		/* Packets before the NAKed PSN arrived (C9-?): go back to the first missing one.
-		 * A duplicated NAK for a rewind already under way is ignored. */
+		/* Packets before the NAKed PSN arrived: go back to the first missing one. */
 		if (sr_psn_lt(pkt->psn, qp->comp.psn) || sr_psn_ge(pkt->psn, qp->req.high_psn))
-			return;
-		if (qp->comp.nak_rewound && pkt->psn == qp->comp.psn)
 			return;
 		if (!sr_op_is_rd_atomic(w->opcode) || !sr_psn_gt(pkt->psn, w->first_psn))
 			qp->comp.psn = pkt->psn;	/* (never skip a READ/ATOMIC response) */
 		bool progress = qp->comp.psn != psn0;
 
+		/* While a rewind is under way and this NAK acknowledges nothing new, it is ignored
+		 * (rxe does the same): a copy of the NAK that started the rewind, or a later one the
+		 * peer sent before the resent packets reached it -- a responder that keeps what
+		 * follows a gap (resp.c) NAKs each gap of a flight in turn. Behind a READ or ATOMIC,
+		 * which comp.psn may not pass, each such NAK used to start another go-back-N of
+		 * the whole window and count against retry_cnt: a few gaps in one flight exhausted
+		 * retry_cnt in milliseconds, and the resent windows flooded the peer, whose answers
+		 * then came later still (test_fault_integrity, one run in 30). A rewind whose
+		 * packets are lost again is the timer's (fast retransmission, local ACK timeout). */
+		if (!progress && qp->comp.nak_rewound) {
+			sr_stat_inc(st, SR_STAT_seq_naks_ignored);
+			return;
+		}
 		if (progress) {
 			progress_made(qp);
 			repair_answered(qp, false);

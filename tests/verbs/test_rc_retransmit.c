@@ -71,7 +71,7 @@ static bool expect_pkt(uint8_t op, uint32_t psn, const uint8_t *msg, uint32_t of
 			g.psn, sr_opcode_name(op), psn);
 		return false;
 	}
-	if (g.paylen != len || memcmp(g.payload, msg + off, len)) {
+	if (g.paylen != len || (len && memcmp(g.payload, msg + off, len))) {
 		SR_FAIL("line %d: %s PSN %u carries %u bytes, not bytes %u..%u of its message", line,
 			sr_opcode_name(op), psn, g.paylen, off, off + len);
 		return false;
@@ -463,6 +463,104 @@ out:
 		;
 }
 
+/*
+ * NAKs that arrive while a rewind is under way and acknowledge nothing new are ignored. A
+ * WRITE A (2 packets), a CMP_SWAP, a WRITE B (4 packets). The peer NAKs B's second packet: it
+ * has everything before, so A completes; the CMP_SWAP's response is missing, and comp.psn may
+ * not pass it, so the requester goes back to the CMP_SWAP. Then 8 more NAKs, later in B, that
+ * the peer sent before the resent packets reached it (a responder that keeps what follows a
+ * gap NAKs each gap of a flight in turn). They must not start another go-back-N each, nor
+ * count against retry_cnt (7): they used to, and exhausted it in milliseconds
+ * (test_fault_integrity, CMP_SWAP or READ failing with IBV_WC_RETRY_EXC_ERR early in a run).
+ */
+static void stale_naks_behind_atomic(void)
+{
+	const uint32_t P = 3000;
+	uint8_t *a = lb.p, *b = lb.p + 2 * MTU;
+	uint64_t *res = (uint64_t *)(lb.p + 8 * MTU);
+	int64_t ignored0 = vu_stat("seq_naks_ignored");
+	struct ibv_wc wc;
+	bool ok;
+
+	printf("WRITE (2 packets), CMP_SWAP, WRITE (4); NAK past the CMP_SWAP, then 8 stale NAKs\n");
+	qp = make_qp(P, 0);
+	vu_fill(a, 6 * MTU, 7);
+	*res = 0;
+	{
+		struct ibv_sge sa = { (uintptr_t)a, 2 * MTU, lb.mr->lkey };
+		struct ibv_sge sc = { (uintptr_t)res, 8, lb.mr->lkey };
+		struct ibv_sge sb = { (uintptr_t)b, 4 * MTU, lb.mr->lkey };
+		struct ibv_send_wr wb = { .wr_id = 3, .sg_list = &sb, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE };
+		struct ibv_send_wr wc_ = { .wr_id = 2, .next = &wb, .sg_list = &sc, .num_sge = 1,
+					   .opcode = IBV_WR_ATOMIC_CMP_AND_SWP };
+		struct ibv_send_wr wa = { .wr_id = 1, .next = &wc_, .sg_list = &sa, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE };
+		struct ibv_send_wr *bad;
+
+		wa.wr.rdma.remote_addr = RVA;
+		wa.wr.rdma.rkey = RKEY;
+		wb.wr.rdma.remote_addr = RVA + 8192;
+		wb.wr.rdma.rkey = RKEY;
+		wc_.wr.atomic.remote_addr = RVA + 65536;
+		wc_.wr.atomic.rkey = RKEY;
+		wc_.wr.atomic.compare_add = 1;
+		wc_.wr.atomic.swap = 2;
+		CHECK_EQ(ibv_post_send(qp, &wa, &bad), 0);
+	}
+	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 1, a, MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(CMP_SWAP), P + 2, NULL, 0, 0);
+	ok = ok && EXPECT_PKT(OPC(WRITE_FIRST), P + 3, b, 0, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 4, b, MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 5, b, 2 * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, b, 3 * MTU, MTU);
+	if (!ok)
+		goto out;
+	ack(P + 4, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("A did not complete: %s", vu_wc_str(&wc));
+	ok = EXPECT_PKT(OPC(CMP_SWAP), P + 2, NULL, 0, 0);
+	ok = ok && EXPECT_PKT(OPC(WRITE_FIRST), P + 3, b, 0, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 4, b, MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 5, b, 2 * MTU, MTU);
+	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, b, 3 * MTU, MTU);
+	if (!ok)
+		goto out;
+	for (int i = 0; i < 8; i++)
+		ack(P + 5 + (i & 1), SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+	EXPECT_QUIET(50);
+	CHECK_EQ(vu_stat("seq_naks_ignored") - ignored0, 8);
+	{
+		/* The CMP_SWAP's response (the peer replays it for the resent request), then the
+		 * ACK of B. */
+		uint8_t hdr[64];
+		uint8_t op = OPC(ATOMIC_ACK);
+		const struct sr_opcode_info *oi = &sr_opcode[op];
+
+		memset(hdr, 0, sizeof(hdr));
+		sr_bth_build((struct sr_bth *)hdr, op, false, false, 0, SR_DEFAULT_PKEY, qp->qp_num,
+			     false, P + 2);
+		sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]),
+			      SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+		sr_atmack_build((struct sr_atmack *)(hdr + oi->offset[SR_H_ATMACK]), 0x1234);
+		REQUIRE(rp_send(&rp, hdr, oi->length, NULL, 0, 0) == 0);
+	}
+	ack(P + 6, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("the CMP_SWAP did not complete: %s", vu_wc_str(&wc));
+	CHECK_EQ(*res, 0x1234);
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 3 || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("B did not complete: %s", vu_wc_str(&wc));
+	CHECK_EQ(vu_qp_state(qp), IBV_QPS_RTS);
+	EXPECT_QUIET(30);
+out:
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
 /* RNR NAK: the same packet again after the RNR timer, not before. */
 static void rnr_resend(void)
 {
@@ -514,6 +612,7 @@ int main(void)
 	ack_covers_next_wqe(false, true);
 	ack_covers_next_wqe(true, true);
 	read_behind_resend();
+	stale_naks_behind_atomic();
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
