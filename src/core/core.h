@@ -577,7 +577,7 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	uint64_t last_progress;		/* ns of the last forward progress (retransmit timer base) */
 	uint64_t last_probe;		/* ns of the last fast (uncounted) retransmission */
 	uint32_t backoff;		/* timeouts in a row without progress (timer doubling) */
-	bool nak_rewound;		/* a rewind is under way: NAKs acknowledging nothing new are ignored */
+	bool nak_rewound;		/* a rewind is under way (NAKs adding nothing ignored) */
 	/* Selective repair (comp.c): after a NAK only the missing packet is resent, when the peer
 	 * keeps what followed it. peer_keeps: 0 not known yet, 1 it does, -1 it does not (then
 	 * go-back-N). */
