@@ -121,9 +121,9 @@ static void print_counters(const char *who)
 	static const char *const names[] = {
 		"tx_packets", "fault_drop", "fault_dup", "fault_reorder", "retransmits",
 		"retry_timeouts", "fast_retransmits", "retry_exceeded", "seq_naks_sent",
-		"seq_naks_rcvd", "inv_req_naks_sent", "access_naks_sent", "op_naks_sent",
-		"naks_rcvd", "dup_requests", "drop_psn", "drop_unexpected", "drop_qp_state",
-		"rnr_naks_sent",
+		"seq_naks_rcvd", "seq_naks_ignored", "inv_req_naks_sent", "access_naks_sent",
+		"op_naks_sent", "naks_rcvd", "dup_requests", "drop_psn", "drop_unexpected",
+		"drop_qp_state", "rnr_naks_sent",
 	};
 
 	printf("%s:", who);
@@ -353,6 +353,8 @@ int main(void)
 			/* Out of time: finish what is in flight, check everything, report. */
 			cut = true;
 			target_volume = volume;
+			if (completed == posted)
+				break;	/* cut with nothing in flight: nothing to wait for */
 		}
 		/* Post while there is room and volume to go. */
 		while (posted - completed < WINDOW && volume < target_volume) {
