@@ -130,6 +130,27 @@ static void drain_raw(void)
 
 #define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
 
+/* The next completion is wr_id's, successful (what: the WR, for the message). */
+#define EXPECT_DONE(wr_id, what) expect_done(wr_id, what, __LINE__)
+static void expect_done(uint64_t wr_id, const char *what, int line)
+{
+	struct ibv_wc wc;
+
+	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != wr_id || wc.status != IBV_WC_SUCCESS)
+		SR_FAIL("line %d: %s did not complete: %s", line, what, vu_wc_str(&wc));
+}
+
+/* Destroys the QP, then drops what it left on the raw socket and in the CQ. */
+static void end_qp(void)
+{
+	struct ibv_wc wc;
+
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	drain_raw();
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
 /*
  * Two messages A (6 packets) and B (2 packets) all sent; then the requester goes back to A's
  * start (a fast retransmission after a delayed ACK, or a stale NAK) and resends 4 packets (the
@@ -143,7 +164,6 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 	const uint8_t middle = send ? OPC(SEND_MIDDLE) : OPC(WRITE_MIDDLE);
 	const uint8_t last = send ? OPC(SEND_LAST) : OPC(WRITE_LAST);
 	const uint8_t *a = lb.p, *b = lb.p + 6 * MTU;
-	struct ibv_wc wc;
 	bool ok = true;
 
 	printf("%s A (6 packets), B (2 packets); back to A by %s; ACK for B's first packet\n",
@@ -204,20 +224,15 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 		goto out;
 	/* The ACK of the first flight, up to B's FIRST: A is done, B's LAST is missing. */
 	ack(P + 6, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("A did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(1, "A");
 	ok = EXPECT_PKT(last, P + 7, b, MTU, MTU);
 	if (!ok)
 		goto out;
 	ack(P + 7, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("B did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(2, "B");
 	EXPECT_QUIET(30);
 out:
-	CHECK_EQ(ibv_destroy_qp(qp), 0);
-	drain_raw();
-	while (ibv_poll_cq(cq, 1, &wc) > 0)
-		;
+	end_qp();
 }
 
 /* A NAK (sequence error) in the middle of a message: go back to exactly that packet, as a
@@ -226,7 +241,6 @@ static void nak_mid_message(void)
 {
 	const uint32_t P = 0xfffffc;	/* and across the PSN wrap */
 	const uint8_t *a = lb.p;
-	struct ibv_wc wc;
 	bool ok;
 
 	printf("WRITE of 6 packets, NAK for its 4th (PSN wrap inside)\n");
@@ -258,8 +272,7 @@ static void nak_mid_message(void)
 	ack((P + 3) & 0xffffff, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
 	EXPECT_QUIET(20);
 	ack((P + 5) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 3 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("WRITE did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(3, "WRITE");
 	/* An ACK for a PSN never sent is ignored. */
 	ack((P + 100) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 	EXPECT_QUIET(20);
@@ -280,13 +293,9 @@ static void nak_mid_message(void)
 	if (!ok)
 		goto out;
 	ack((P + 9) & 0xffffff, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 4 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("second WRITE did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(4, "second WRITE");
 out:
-	CHECK_EQ(ibv_destroy_qp(qp), 0);
-	drain_raw();
-	while (ibv_poll_cq(cq, 1, &wc) > 0)
-		;
+	end_qp();
 }
 
 /*
@@ -298,7 +307,6 @@ static void repair_keeper(void)
 {
 	const uint32_t P = 500, Q = P + 8;
 	const uint8_t *a = lb.p;
-	struct ibv_wc wc;
 	bool ok;
 
 	printf("WRITE of 8 packets, two holes repaired one packet each; then another WRITE\n");
@@ -322,8 +330,7 @@ static void repair_keeper(void)
 		goto out;
 	EXPECT_QUIET(20);
 	ack(P + 7, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);	/* had the rest */
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 5 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("WRITE did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(5, "WRITE");
 
 	/* The next loss of a message: one packet again. */
 	CHECK_EQ(vu_post_rdma(qp, 6, IBV_WR_RDMA_WRITE, lb.mr, a, 4 * MTU, RVA, RKEY, 0), 0);
@@ -339,14 +346,10 @@ static void repair_keeper(void)
 		goto out;
 	EXPECT_QUIET(20);
 	ack(Q + 3, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 6 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("second WRITE did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(6, "second WRITE");
 	EXPECT_QUIET(20);
 out:
-	CHECK_EQ(ibv_destroy_qp(qp), 0);
-	drain_raw();
-	while (ibv_poll_cq(cq, 1, &wc) > 0)
-		;
+	end_qp();
 }
 
 /* The next packet is a READ request at psn for [RVA + off, + len). */
@@ -406,7 +409,6 @@ static void read_behind_resend(void)
 	const uint32_t P = 2000;
 	static uint8_t remote[20 * MTU];
 	uint8_t *a = lb.p, *r = lb.p + 32768;
-	struct ibv_wc wc;
 	bool ok;
 
 	printf("WRITE (7 packets), READ (20); the WRITE resent, the READ's first piece answered\n");
@@ -447,20 +449,15 @@ static void read_behind_resend(void)
 		goto out;
 	EXPECT_QUIET(20);	/* not the READ: the window is full */
 	read_respond(remote, P + 7, 0, 16 * MTU);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("the WRITE did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(1, "the WRITE");
 	if (!EXPECT_READ(P + 23, 16 * MTU, 4 * MTU))
 		goto out;
 	read_respond(remote, P + 23, 16 * MTU, 4 * MTU);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("the READ did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(2, "the READ");
 	CHECK(!memcmp(r, remote, sizeof(remote)));
 	EXPECT_QUIET(30);
 out:
-	CHECK_EQ(ibv_destroy_qp(qp), 0);
-	drain_raw();
-	while (ibv_poll_cq(cq, 1, &wc) > 0)
-		;
+	end_qp();
 }
 
 /*
@@ -479,7 +476,6 @@ static void stale_naks_behind_atomic(void)
 	uint8_t *a = lb.p, *b = lb.p + 2 * MTU;
 	uint64_t *res = (uint64_t *)(lb.p + 8 * MTU);
 	int64_t ignored0 = vu_stat("seq_naks_ignored");
-	struct ibv_wc wc;
 	bool ok;
 
 	printf("WRITE (2 packets), CMP_SWAP, WRITE (4); NAK past the CMP_SWAP, then 8 stale NAKs\n");
@@ -510,21 +506,18 @@ static void stale_naks_behind_atomic(void)
 	}
 	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
 	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 1, a, MTU, MTU);
-	ok = ok && EXPECT_PKT(OPC(CMP_SWAP), P + 2, NULL, 0, 0);
-	ok = ok && EXPECT_PKT(OPC(WRITE_FIRST), P + 3, b, 0, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 4, b, MTU, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 5, b, 2 * MTU, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, b, 3 * MTU, MTU);
-	if (!ok)
-		goto out;
-	ack(P + 4, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("A did not complete: %s", vu_wc_str(&wc));
-	ok = EXPECT_PKT(OPC(CMP_SWAP), P + 2, NULL, 0, 0);
-	ok = ok && EXPECT_PKT(OPC(WRITE_FIRST), P + 3, b, 0, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 4, b, MTU, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 5, b, 2 * MTU, MTU);
-	ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, b, 3 * MTU, MTU);
+	for (int pass = 0; ok && pass < 2; pass++) {
+		/* The CMP_SWAP and B: sent, then sent again from the CMP_SWAP after the NAK. */
+		ok = EXPECT_PKT(OPC(CMP_SWAP), P + 2, NULL, 0, 0);
+		ok = ok && EXPECT_PKT(OPC(WRITE_FIRST), P + 3, b, 0, MTU);
+		ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 4, b, MTU, MTU);
+		ok = ok && EXPECT_PKT(OPC(WRITE_MIDDLE), P + 5, b, 2 * MTU, MTU);
+		ok = ok && EXPECT_PKT(OPC(WRITE_LAST), P + 6, b, 3 * MTU, MTU);
+		if (ok && pass == 0) {
+			ack(P + 4, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
+			EXPECT_DONE(1, "A");
+		}
+	}
 	if (!ok)
 		goto out;
 	for (int i = 0; i < 8; i++)
@@ -547,25 +540,19 @@ static void stale_naks_behind_atomic(void)
 		REQUIRE(rp_send(&rp, hdr, oi->length, NULL, 0, 0) == 0);
 	}
 	ack(P + 6, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("the CMP_SWAP did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(2, "the CMP_SWAP");
 	CHECK_EQ(*res, 0x1234);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 3 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("B did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(3, "B");
 	CHECK_EQ(vu_qp_state(qp), IBV_QPS_RTS);
 	EXPECT_QUIET(30);
 out:
-	CHECK_EQ(ibv_destroy_qp(qp), 0);
-	drain_raw();
-	while (ibv_poll_cq(cq, 1, &wc) > 0)
-		;
+	end_qp();
 }
 
 /* RNR NAK: the same packet again after the RNR timer, not before. */
 static void rnr_resend(void)
 {
 	const uint32_t P = 77;
-	struct ibv_wc wc;
 	uint64_t t0;
 	bool ok;
 
@@ -583,13 +570,9 @@ static void rnr_resend(void)
 		SR_FAIL("resent %llu ms after an RNR NAK asking for 10.24 ms",
 			(unsigned long long)(vu_now_ms() - t0));
 	ack(P, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-	if (!vu_wait(cq, &wc, 2000) || wc.wr_id != 4 || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("SEND did not complete: %s", vu_wc_str(&wc));
+	EXPECT_DONE(4, "SEND");
 out:
-	CHECK_EQ(ibv_destroy_qp(qp), 0);
-	drain_raw();
-	while (ibv_poll_cq(cq, 1, &wc) > 0)
-		;
+	end_qp();
 }
 
 int main(void)
