@@ -215,3 +215,33 @@ bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int l
 		sr_opcode_name(pkt.opcode), pkt.psn, timeout_ms, want);
 	return false;
 }
+
+int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
+		      uint32_t len, uint32_t mtu, int skip, uint32_t msn)
+{
+	uint32_t n = len ? (len + mtu - 1) / mtu : 1;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint8_t hdr[64];
+		uint32_t plen = len - k * mtu < mtu ? len - k * mtu : mtu;
+		uint8_t op = SR_OPC(SR_TR_RC, n == 1 ? SR_OP_READ_RESP_ONLY
+					      : k == 0 ? SR_OP_READ_RESP_FIRST
+					      : k == n - 1 ? SR_OP_READ_RESP_LAST
+							   : SR_OP_READ_RESP_MIDDLE);
+		const struct sr_opcode_info *oi = &sr_opcode[op];
+		int ret;
+
+		if ((int)k == skip)
+			continue;
+		memset(hdr, 0, sizeof(hdr));
+		sr_bth_build((struct sr_bth *)hdr, op, false, false, 0, SR_DEFAULT_PKEY, dqpn, false,
+			     (psn + k) & 0xffffff);
+		if (oi->mask & SR_M_AETH)
+			sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]),
+				      SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, msn);
+		ret = rp_send(rp, hdr, oi->length, (const uint8_t *)data + k * mtu, plen, 0);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}

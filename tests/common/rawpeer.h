@@ -60,6 +60,12 @@ bool rp_quiet(struct rawpeer *rp, int timeout_ms, struct sr_pkt *pkt);
  * and what was wanted instead (`want`, e.g. "nothing"). */
 bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int line);
 
+/* Sends the RC READ responses to a request at PSN psn for the len bytes at data, mtu bytes a
+ * packet (FIRST/MIDDLE/LAST, or ONLY), to QP dqpn, their AETH carrying msn; packet number
+ * skip (0-based) is left out, as if lost (-1: none). Returns 0 or errno. */
+int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
+		      uint32_t len, uint32_t mtu, int skip, uint32_t msn);
+
 /* Header builders: return the header length written into hdr (SR_MAX... 64 bytes suffice). */
 size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn);
 size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,

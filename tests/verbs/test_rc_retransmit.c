@@ -374,23 +374,7 @@ static bool expect_read(uint32_t psn, uint32_t off, uint32_t len, int line)
 /* The responses to a READ request at psn for bytes [off, off + len) of remote. */
 static void read_respond(const uint8_t *remote, uint32_t psn, uint32_t off, uint32_t len)
 {
-	uint32_t n = (len + MTU - 1) / MTU;
-
-	for (uint32_t k = 0; k < n; k++) {
-		uint8_t hdr[64];
-		uint32_t plen = len - k * MTU < MTU ? len - k * MTU : MTU;
-		uint8_t op = n == 1 ? OPC(READ_RESP_ONLY) : k == 0 ? OPC(READ_RESP_FIRST)
-			   : k == n - 1 ? OPC(READ_RESP_LAST) : OPC(READ_RESP_MIDDLE);
-		const struct sr_opcode_info *oi = &sr_opcode[op];
-
-		memset(hdr, 0, sizeof(hdr));
-		sr_bth_build((struct sr_bth *)hdr, op, false, false, (-plen) & 3, SR_DEFAULT_PKEY,
-			     qp->qp_num, false, (psn + k) & 0xffffff);
-		if (oi->mask & SR_M_AETH)
-			sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]),
-				      SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
-		REQUIRE(rp_send(&rp, hdr, oi->length, remote + off + k * MTU, plen, 0) == 0);
-	}
+	REQUIRE(rp_send_read_resp(&rp, qp->qp_num, psn, remote + off, len, MTU, -1, 0) == 0);
 }
 
 /*

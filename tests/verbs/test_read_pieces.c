@@ -89,26 +89,7 @@ static void expect_quiet(int ms, int line)
  * packet index not to send (a loss), or -1. */
 static void respond(uint32_t psn, uint32_t off, uint32_t len, int skip)
 {
-	uint32_t n = (len + MTU - 1) / MTU;
-
-	msn++;
-	for (uint32_t k = 0; k < n; k++) {
-		uint8_t hdr[64];
-		uint32_t plen = len - k * MTU < MTU ? len - k * MTU : MTU;
-		uint8_t op = n == 1 ? SR_OP_READ_RESP_ONLY : k == 0 ? SR_OP_READ_RESP_FIRST
-			   : k == n - 1 ? SR_OP_READ_RESP_LAST : SR_OP_READ_RESP_MIDDLE;
-		const struct sr_opcode_info *oi = &sr_opcode[SR_OPC(SR_TR_RC, op)];
-
-		if ((int)k == skip)
-			continue;
-		memset(hdr, 0, sizeof(hdr));
-		sr_bth_build((struct sr_bth *)hdr, SR_OPC(SR_TR_RC, op), false, false, (-plen) & 3,
-			     SR_DEFAULT_PKEY, qp->qp_num, false, psn_add(psn, k));
-		if (oi->mask & SR_M_AETH)
-			sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]),
-				      SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, msn);
-		REQUIRE(rp_send(&rp, hdr, oi->length, remote + off + k * MTU, plen, 0) == 0);
-	}
+	REQUIRE(rp_send_read_resp(&rp, qp->qp_num, psn, remote + off, len, MTU, skip, ++msn) == 0);
 }
 
 static void run(bool lose)
