@@ -660,10 +660,11 @@ bool sr_net_icrc_match(struct sr_nic *nic, struct sr_ipudp *t, const uint8_t *bu
 		       uint32_t got)
 {
 	uint32_t want = sr_ld_le32(buf + len - SR_ICRC_LEN);
-	struct sr_ipudp keep = *t;
+	struct sr_ipudp keep;
 
 	if (got == want)
 		return true;
+	keep = *t;	/* (not on the path every good packet takes) */
 	if (!sr_icrc_recover_v4_id_from(t, len, got, want))
 		return false;
 	if (nic->icrc_id_strict && sr_bth_sr_marked((const struct sr_bth *)buf) &&
