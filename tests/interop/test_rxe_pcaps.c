@@ -2,7 +2,8 @@
 /*
  * Captures of the Linux kernel's rdma_rxe decode and check with our wire layer.
  *
- * For every *.pcap in $SR_SHARED_DIR/interop/rxe-pcaps/suite/, every RoCEv2 packet (UDP
+ * For every *.pcap in tests/interop/rxe-pcaps/suite/ (its README says how they were made;
+ * $SR_RXE_PCAPS names another directory laid out the same), every RoCEv2 packet (UDP
  * destination port 4791) must parse, and its ICRC must verify with the IP/UDP fields from the
  * capture. The per-file packet counts, ICRC verdicts and per-opcode counts must equal those of
  * the independent recomputation in ICRC-check.txt. rxe sends random IPv4 IDs, so every such
@@ -251,7 +252,7 @@ static int is_pcap(const struct dirent *d)
 	return n > 5 && !strcmp(d->d_name + n - 5, ".pcap");
 }
 
-static void rxe_dir(const char *base)
+static void rxe_dir(const char *dir)
 {
 	static struct tally exp[MAX_FILES];
 	struct tally got;
@@ -260,8 +261,8 @@ static void rxe_dir(const char *base)
 	struct rec_stats all = { 0 };
 	int nexp, nfiles, matched = 0;
 
-	snprintf(suite, sizeof(suite), "%s/interop/rxe-pcaps/suite", base);
-	snprintf(check, sizeof(check), "%s/interop/rxe-pcaps/ICRC-check.txt", base);
+	snprintf(suite, sizeof(suite), "%s/suite", dir);
+	snprintf(check, sizeof(check), "%s/ICRC-check.txt", dir);
 	nexp = load_expect(check, exp, MAX_FILES);
 	nfiles = scandir(suite, &names, is_pcap, alphasort);
 	if (nfiles < 0) {
@@ -295,29 +296,30 @@ static void rxe_dir(const char *base)
 	       all.v4_ids ? all.recover_ns / all.v4_ids / 1000 : 0);
 }
 
-/* $SR_SHARED_DIR; else $SR_SOURCE_DIR/../shared; else the same next to this source file. */
-static void shared_dir(char *base, size_t size)
+/* $SR_RXE_PCAPS; else tests/interop/rxe-pcaps of $SR_SOURCE_DIR, or next to this source file.
+ * (They are in the repository: a clean clone needs nothing beside it.) */
+static void pcaps_dir(char *dir, size_t size)
 {
-	const char *shared = getenv("SR_SHARED_DIR");
+	const char *env = getenv("SR_RXE_PCAPS");
 	const char *src = getenv("SR_SOURCE_DIR");
-	const char *me = __FILE__, *tail = strstr(me, "/tests/interop/");
+	const char *me = __FILE__, *tail = strstr(me, "/test_rxe_pcaps.c");
 
-	if (shared && *shared)
-		set_str(base, size, shared);
+	if (env && *env)
+		set_str(dir, size, env);
 	else if (src && *src)
-		snprintf(base, size, "%.*s/../shared", PATH_MAX - 16, src);
+		snprintf(dir, size, "%.*s/tests/interop/rxe-pcaps", PATH_MAX - 32, src);
 	else if (tail)
-		snprintf(base, size, "%.*s/../shared", (int)(tail - me), me);
+		snprintf(dir, size, "%.*s/rxe-pcaps", (int)(tail - me), me);
 	else
-		set_str(base, size, "../shared");
+		set_str(dir, size, "tests/interop/rxe-pcaps");
 }
 
 int main(void)
 {
-	char base[PATH_MAX];
+	char dir[PATH_MAX];
 
 	sr_test_timeout(60);
-	shared_dir(base, sizeof(base));
-	rxe_dir(base);
+	pcaps_dir(dir, sizeof(dir));
+	rxe_dir(dir);
 	return sr_test_done("test_rxe_pcaps");
 }
