@@ -580,9 +580,18 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 
 /* Sends the responses to a READ of len bytes at va, starting at PSN psn; the memory is judged
  * as at PSN req_psn, the READ request's (a replay reads what the READ could read then). */
-static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len,
-			 uint32_t req_psn)
+/*
+ * Sends the responses of a READ from PSN psn on. The memory is looked up again for each piece:
+ * a replay (a duplicate READ) runs long after the checks of the original, and the MR may have
+ * been deregistered or invalidated meanwhile. The piece that finds no access is NAKed with a
+ * remote access error, as a new READ would be (rxe does the same): the requester completes the
+ * READ with IBV_WC_REM_ACCESS_ERR rather than retrying into its timeout.
+ */
+static enum rsp read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
+			     uint32_t len, uint32_t req_psn)
 {
+	enum rsp ret = RSP_DONE;
+
 	struct sr_acc a = sr_acc_resp(qp, req_psn, true);
 	uint32_t n = sr_npkts(len, qp->mtu);
 
@@ -600,8 +609,10 @@ static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t r
 		if (plen) {
 			mr = sr_mem_get(qp->nic, &a, rkey, va + off, plen, IBV_ACCESS_REMOTE_READ,
 					iov, SR_PKT_IOV, &niov, &err);
-			if (!mr)
-				break;	/* deregistered meanwhile: the requester will time out */
+			if (!mr) {
+				ret = nak_access(qp, sr_psn_add(psn, (int32_t)i), err);
+				break;
+			}
 		}
 		resp_xmit(qp, SR_OPC(sr_qp_tr(qp), op), sr_psn_add(psn, (int32_t)i),
 			  SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, iov, niov, plen, 0);
@@ -609,6 +620,7 @@ static void read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t r
 			sr_mr_put(mr);
 	}
 	sr_net_batch_end();
+	return ret;
 }
 
 static struct sr_res *res_new(struct sr_qp *qp)
@@ -648,8 +660,7 @@ static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
 	r->length = len;
 	qp->resp.msn++;
 	qp->resp.epsn = sr_psn_next(r->last_psn);
-	read_respond(qp, pkt->psn, va, rkey, len, pkt->psn);
-	return RSP_DONE;
+	return read_respond(qp, pkt->psn, va, rkey, len, pkt->psn);
 }
 
 static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)

@@ -10,7 +10,9 @@
  *  - SEND with invalidate of a key nothing can invalidate is NAKed and fails the receive;
  *  - the responder's half of the seed-004 rule: a READ executed before a SEND with invalidate
  *    of its fast-registration key is replayed on a duplicate through the map it was executed
- *    with (map_replays counts it), while a new READ with that key gets a remote access error.
+ *    with (map_replays counts it), while a new READ with that key gets a remote access error;
+ *  - a READ replayed after its MR was deregistered gets a remote access error NAK for the piece
+ *    it resumes at (before, the responder sent nothing and the requester timed out).
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -264,6 +266,37 @@ static void test_read_replay_after_invalidate(void)
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 }
 
+/* A duplicate READ whose MR is gone: NAKed (remote access error) at the PSN it resumes at. */
+static void test_read_replay_after_dereg(void)
+{
+	const uint8_t ack = SR_AETH_ACK | SR_AETH_ACK_UNLIMITED;
+	struct ibv_qp *v = victim(IBV_ACCESS_REMOTE_READ, 20, 0);
+	struct ibv_mr *mr = ibv_reg_mr(dev.pd, tgt.p + 16384, 2048, IBV_ACCESS_REMOTE_READ);
+	uint64_t va = (uintptr_t)tgt.p + 16384;
+	uint8_t hdr[64];
+	size_t hlen;
+	int64_t naks0;
+
+	REQUIRE(mr);
+	/* READ of 2048 bytes at PSN 20: responses 20 and 21 (MTU 1024). */
+	hlen = rp_hdr_write(hdr, OPC(READ_REQ), v->qp_num, 20, true, va, mr->rkey, 2048);
+	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	EXPECT(READ_RESP_FIRST, ack, 20, 1024);
+	EXPECT(READ_RESP_LAST, ack, 21, 1024);
+	naks0 = vu_stat("access_naks_sent");
+	uint32_t rkey = mr->rkey;
+
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	/* The requester lost the second response and asks again from there. */
+	hlen = rp_hdr_write(hdr, OPC(READ_REQ), v->qp_num, 21, true, va + 1024, rkey, 1024);
+	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	EXPECT(ACK, SR_AETH_NAK | SR_NAK_REM_ACCESS_ERR, 21, 0);
+	CHECK_EQ(vu_stat("access_naks_sent") - naks0, 1);
+	CHECK_EQ(vu_qp_state(v), IBV_QPS_ERR);
+	expect_silence();
+	CHECK_EQ(ibv_destroy_qp(v), 0);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -278,6 +311,7 @@ int main(void)
 	test_atomic_write_replay();
 	test_malformed();
 	test_read_replay_after_invalidate();
+	test_read_replay_after_dereg();
 	rp_close(&rp);
 	ibv_destroy_cq(vcq);
 	ibv_destroy_cq(idle);
