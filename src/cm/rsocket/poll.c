@@ -57,8 +57,11 @@ int rs_progress(struct rsock *rs)
 {
 	int n;
 
+	/* A datagram socket's event channel only carries peers' resolution requests, which the
+	 * service thread answers (svc.c): polling it here cost a system call per look (udpong
+	 * polls in a loop), so only a channel that woke a sleeper is read. */
 	if (rs->type == SOCK_DGRAM)
-		return rs_dg_drain(rs) + rs_dg_cm_drain(rs);
+		return rs_dg_drain(rs) + (rs->cm_pending ? rs_dg_cm_drain(rs) : 0);
 	n = rs_cq_drain(rs);
 	/* A connected socket reads its event channel only when it may hold something: the
 	 * channel fd woke a sleeper, or the QP was flushed (a disconnection). */
