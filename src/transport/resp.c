@@ -578,22 +578,21 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 	return true;
 }
 
-/* Sends the responses to a READ of len bytes at va, starting at PSN psn; the memory is judged
- * as at PSN req_psn, the READ request's (a replay reads what the READ could read then). */
 /*
- * Sends the responses of a READ from PSN psn on. The memory is looked up again for each piece:
- * a replay (a duplicate READ) runs long after the checks of the original, and the MR may have
- * been deregistered or invalidated meanwhile. The piece that finds no access is NAKed with a
- * remote access error, as a new READ would be (rxe does the same): the requester completes the
- * READ with IBV_WC_REM_ACCESS_ERR rather than retrying into its timeout.
+ * Sends the responses to a READ of len bytes at va, starting at PSN psn; the memory is judged
+ * as at PSN req_psn, the READ request's (a replay reads what the READ could read then). It is
+ * looked up again for each piece: a replay (a duplicate READ) runs long after the checks of
+ * the original, and the MR may have been deregistered meanwhile. The piece that finds no
+ * access is NAKed with a remote access error, as a new READ would be (rxe does the same), so
+ * the requester completes the READ with IBV_WC_REM_ACCESS_ERR rather than retrying into its
+ * timeout.
  */
 static enum rsp read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
 			     uint32_t len, uint32_t req_psn)
 {
-	enum rsp ret = RSP_DONE;
-
 	struct sr_acc a = sr_acc_resp(qp, req_psn, true);
 	uint32_t n = sr_npkts(len, qp->mtu);
+	enum rsp ret = RSP_DONE;
 
 	sr_net_batch_begin();
 	for (uint32_t i = 0; i < n; i++) {

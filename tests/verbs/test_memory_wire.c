@@ -274,18 +274,18 @@ static void test_read_replay_after_dereg(void)
 	struct ibv_mr *mr = ibv_reg_mr(dev.pd, tgt.p + 16384, 2048, IBV_ACCESS_REMOTE_READ);
 	uint64_t va = (uintptr_t)tgt.p + 16384;
 	uint8_t hdr[64];
+	uint32_t rkey;
 	size_t hlen;
 	int64_t naks0;
 
 	REQUIRE(mr);
+	rkey = mr->rkey;
 	/* READ of 2048 bytes at PSN 20: responses 20 and 21 (MTU 1024). */
-	hlen = rp_hdr_write(hdr, OPC(READ_REQ), v->qp_num, 20, true, va, mr->rkey, 2048);
+	hlen = rp_hdr_write(hdr, OPC(READ_REQ), v->qp_num, 20, true, va, rkey, 2048);
 	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
 	EXPECT(READ_RESP_FIRST, ack, 20, 1024);
 	EXPECT(READ_RESP_LAST, ack, 21, 1024);
 	naks0 = vu_stat("access_naks_sent");
-	uint32_t rkey = mr->rkey;
-
 	CHECK_EQ(ibv_dereg_mr(mr), 0);
 	/* The requester lost the second response and asks again from there. */
 	hlen = rp_hdr_write(hdr, OPC(READ_REQ), v->qp_num, 21, true, va + 1024, rkey, 1024);
