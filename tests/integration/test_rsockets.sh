@@ -58,15 +58,19 @@ rs_server() {
 	SR_BG+=("$RS_PID")
 }
 
-# rs_client NAME SECS CMD...: runs CMD in the foreground (NAME.cli.out, NAME.cli.stats);
-# returns its status.
-rs_client() {
+# rs_client_exec NAME SECS CMD...: becomes (exec) `timeout` running CMD on the client side
+# (output NAME.cli.out, counters NAME.cli.stats). Call it in a subshell or in the background.
+rs_client_exec() {
 	local name=$1 secs=$2
 	shift 2
-	timeout -k 5 "$secs" ${RS_CLI_NS:+ip netns exec "$RS_CLI_NS"} \
+	exec timeout -k 5 "$secs" ${RS_CLI_NS:+ip netns exec "$RS_CLI_NS"} \
 		env ${RS_CLI_DEV:+SOFTRDMA_NETDEV=$RS_CLI_DEV} SOFTRDMA_STATS_DUMP="$SR_TMP/$name.cli.stats" "$@" \
 		>"$SR_TMP/$name.cli.out" 2>&1
 }
+
+# rs_client NAME SECS CMD...: runs CMD in the foreground (NAME.cli.out, NAME.cli.stats);
+# returns its status.
+rs_client() { (rs_client_exec "$@"); }
 
 # rs_stop PID: ends a server that does not end by itself (rcopy, udpong, nc) and reaps it.
 rs_stop() {
@@ -204,7 +208,8 @@ rs_rcopy
 #
 # What must work: datagrams of 64, 1000 and 2048 bytes one way (udpong's server counts what
 # it received and reports it back), and echoes (each client a new process, so that no stale
-# answer carries over; see the header for why an echo run may stall: one of three must end).
+# answer carries over; see the header for why an echo run may stall: one of three must print
+# its result).
 # udpong's default sweep (18 sizes, 220000 echoes over one socket) is run once and reported;
 # it fails the test only if udpong prints an error or ends any other way than whole, stalled
 # or with a size skipped (the header: all three are udpong's timing, not rsockets).
@@ -276,11 +281,9 @@ RS_STALL_S=10
 rs_udpong_client() {
 	local name=$1 port=$2 pid last=-1 cur still=0 rc
 	shift 2
-	: >"$SR_TMP/$name.cli.out"
-	timeout -k 5 60 ${RS_CLI_NS:+ip netns exec "$RS_CLI_NS"} \
-		env ${RS_CLI_DEV:+SOFTRDMA_NETDEV=$RS_CLI_DEV} SOFTRDMA_STATS_DUMP="$SR_TMP/$name.cli.stats" \
-		stdbuf -oL udpong -s "$HOST" -p "$port" "$@" >"$SR_TMP/$name.cli.out" 2>&1 &
-	pid=$!
+	: >"$SR_TMP/$name.cli.out"	# (the client's own redirection may come after the first look)
+	rs_client_exec "$name" 60 stdbuf -oL udpong -s "$HOST" -p "$port" "$@" &
+	pid=$!			# timeout's, once the background shell has exec'd
 	SR_BG+=("$pid")
 	while kill -0 "$pid" 2>/dev/null; do
 		cur=$(wc -l <"$SR_TMP/$name.cli.out")
