@@ -84,7 +84,11 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		drop(nic, pkt, SR_STAT_drop_qp_type);
 	} else if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT ||
 		   qp->state == IBV_QPS_ERR) {
-		drop(nic, pkt, SR_STAT_drop_qp_state);
+		/* Looked up just before ibv_destroy_qp took the QP out of the table (it is in
+		 * RESET now): gone, as if it had come a moment later. */
+		drop(nic, pkt, qp->state == IBV_QPS_RESET && sr_qp_gone_recently(nic, pkt->qpn)
+					? SR_STAT_drop_qp_gone
+					: SR_STAT_drop_qp_state);
 	} else if (!source_ok(qp, src)) {
 		drop(nic, pkt, SR_STAT_drop_src);
 	} else if (pkt->icrc_tuple && !((pkt->mask & SR_M_REQ) ? sr_resp_place(qp, pkt)

@@ -142,7 +142,10 @@ run_all() {
 	if cm_pair rping "$port" 120 "rping -s -a $SRV_IP -p $port -v -C 1000" \
 		"rping -c -a $SRV_IP -p $port -v -V -C 1000"; then
 		check_rping rping 1000
-		sr_expect_ge "$MODE.rping: packets the server's soft NIC received" 4000 \
+		# Each iteration brings the server two SENDs of the client's, and the ACKs of its
+		# own two, which the client may coalesce (one ACK for several requests; a run saw
+		# 3999). On loopback the RDMA READ and WRITE go the direct way, without packets.
+		sr_expect_ge "$MODE.rping: packets the server's soft NIC received" 2000 \
 			"$(rx_packets "$MODE.rping" srv)"
 	fi
 
