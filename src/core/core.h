@@ -109,6 +109,8 @@ struct sr_nic {
 	pthread_mutex_t rx_lock;	/* one receiver at a time: thread or polling application */
 	_Atomic uint64_t app_poll_ns;	/* when an application last polled for packets (0: never) */
 	_Atomic int cq_backlog;		/* CQs holding SR_CQ_BACKLOG+ completions nobody polled yet */
+	_Atomic int cq_notify;		/* CQs armed for an event on a channel (ibv_req_notify_cq) */
+	_Atomic bool rx_watching;	/* the progress thread watches a polling application */
 	_Atomic bool backlog_off;	/* a backlog outlasted the pause: no pause until one is polled */
 	_Atomic bool rx_paused;		/* the progress thread leaves the socket to the application */
 	_Atomic uint64_t rx_empty_ns;	/* when an application's drain last found nothing */
@@ -665,6 +667,7 @@ struct sr_qp {
 	struct sr_resp resp;
 	uint64_t rexmit_at;		/* ns; 0 = not armed */
 	bool on_timer_list;
+	uint64_t timer_idle_since;	/* ns: on the list with nothing armed since (0: armed) */
 	bool sqd_notify;		/* raise SQ_DRAINED when the SQ drains in SQD */
 	bool sq_draining;
 	uint32_t async_events_delivered;
@@ -739,6 +742,7 @@ void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK 
 void sr_resp_answer(struct sr_qp *qp);		/* qp->lock held: the application posts a send */
 /* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
+uint64_t sr_qp_timer_first_ns(const struct sr_qp *qp);
 
 /* ---- network (src/net) -------------------------------------------------------------------- */
 /*

@@ -214,6 +214,8 @@ int sr_cq_destroy(struct sr_cq *cq)
 		__atomic_fetch_sub(&cq->chan->ch.refcnt, 1, __ATOMIC_RELAXED);
 	if (cq->in_backlog)
 		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
+	if (cq->armed && cq->chan)
+		atomic_fetch_sub(&cq->ctx->nic->cq_notify, 1);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -275,6 +277,8 @@ void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 			  wc->status != IBV_WC_SUCCESS)) {
 		cq->armed = 0;
 		notify = cq->chan != NULL;
+		if (notify)
+			atomic_fetch_sub(&cq->ctx->nic->cq_notify, 1);
 	}
 	/* Receive completions pile up in a CQ whose consumer polls (it does not sleep on the
 	 * channel): tell the progress thread, which leaves the rest to that consumer for a
@@ -342,6 +346,15 @@ bool sr_cq_would_notify(struct sr_cq *cq, bool solicited)
 int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 {
 	pthread_mutex_lock(&cq->lock);
+	/* Its consumer may sleep on the channel now, where softrdma cannot see it: the progress
+	 * thread does not watch (rx_watch_us) while any CQ is armed so. */
+	if (!cq->armed && cq->chan) {
+		struct sr_nic *nic = cq->ctx->nic;
+
+		atomic_fetch_add(&nic->cq_notify, 1);
+		if (atomic_load(&nic->rx_watching))
+			sr_nic_kick(nic);	/* to arm the socket now */
+	}
 	/* "Next" wins over "solicited" when both are requested (IBA 11.4.2.2). */
 	if (!solicited_only)
 		cq->armed = SR_CQ_ARM_ANY;

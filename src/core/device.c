@@ -283,6 +283,14 @@ void sr_timer_arm(struct sr_qp *qp)
 		sr_nic_kick(nic);
 }
 
+/*
+ * A QP whose timers all stopped (its sends were acknowledged) stays on the timer list this
+ * long. Taken off at once, it went back on with its next send, which then had to wake the
+ * thread (sleeping with no timer armed) for a timer half a millisecond away: in a ping-pong
+ * between the namespaces a wake-up per message, each preempting a spinning application.
+ */
+#define SR_TIMER_KEEP_NS 10000000ull
+
 /* Runs every armed timer; returns the time to wait in ms (-1: nothing armed). */
 static int nic_run_timers(struct sr_nic *nic)
 {
@@ -314,6 +322,18 @@ static int nic_run_timers(struct sr_nic *nic)
 
 		pthread_mutex_lock(&qp->lock);
 		t = sr_qp_timers(qp, now);
+		if (t) {
+			qp->timer_idle_since = 0;
+		} else if (qp->on_timer_list &&
+			   (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
+			   (!qp->timer_idle_since || now - qp->timer_idle_since < SR_TIMER_KEEP_NS)) {
+			/* Nothing armed, but the QP was busy a moment ago: it stays on the list
+			 * (see SR_TIMER_KEEP_NS), and the thread looks at it again in time for
+			 * any timer its next send may arm. */
+			if (!qp->timer_idle_since)
+				qp->timer_idle_since = now;
+			t = now + sr_qp_timer_first_ns(qp);
+		}
 		if (!t && qp->on_timer_list) {
 			pthread_mutex_lock(&nic->timer_lock);
 			for (uint32_t j = 0; j < nic->ntimer; j++) {
@@ -323,6 +343,7 @@ static int nic_run_timers(struct sr_nic *nic)
 				}
 			}
 			qp->on_timer_list = false;
+			qp->timer_idle_since = 0;
 			pthread_mutex_unlock(&nic->timer_lock);
 			sr_qp_put(qp);	/* the list's reference */
 		} else if (t && t < next) {
@@ -537,14 +558,15 @@ static void busy_poll(struct sr_nic *nic)
  * Lingering (param rx_linger_us). In a stream that only the thread receives (ib_write_bw's
  * target never polls), every GSO datagram found the thread asleep, so the sender's sendmsg
  * paid for waking it (8 % of the sender's CPU in a profile of 1 MiB ib_write_bw between the
- * namespaces) and the thread for being scheduled in. After a drain that took a stream's
- * packets (this many: a GSO datagram of a long WRITE is 7 on a 9000-byte veth), the thread
- * keeps receiving until the socket has been empty for rx_linger_us; 8 alternating pairs of
- * runs measured 2660 MiB/s median without, 2994 with 30 us. Not while an application polls
- * (it received in the last SR_LINGER_QUIET_NS): it receives for itself, and on 2 cores a
+ * namespaces) and the thread for being scheduled in. After a drain that took packets, the
+ * thread keeps receiving until the socket has been empty for rx_linger_us; 8 alternating
+ * pairs of runs measured 2660 MiB/s median without, 2994 with 30 us. The same holds for the
+ * passive side of a ping-pong (ib_read_lat's responder): its next request comes within
+ * microseconds, and a wake-up costs more than the wait, on a virtual machine much more (an
+ * idle vCPU halts, and waking it goes through the host). Not while an application polls (it
+ * received in the last SR_LINGER_QUIET_NS): it receives for itself, and on 2 cores a
  * lingering thread would take the CPU it polls on (ib_read_bw's requester slowed down).
  */
-#define SR_LINGER_PKTS 4
 #define SR_LINGER_QUIET_NS 1000000ull
 
 /*
@@ -670,6 +692,19 @@ static void *nic_thread(void *arg)
 		if (!armed) {
 			uint64_t last = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
 			uint64_t now = sr_now_ns();
+			uint64_t watch_ns = (uint64_t)sr_params()->rx_watch_us * 1000;
+			/* The watch (rx_watch_us): the application polled a moment ago, and no
+			 * consumer may be asleep on a completion channel (they wait in poll() on
+			 * its fd as often as in ibv_get_cq_event, unseen). rx_watching is stored
+			 * before cq_notify is read, and sr_cq_arm counts before it reads
+			 * rx_watching: one of the two sees the other, so an armed CQ either ends
+			 * the watch here or kicks the thread out of it. */
+			bool watching = watch_ns && last && now - last < watch_ns;
+
+			if (watching) {
+				atomic_store(&nic->rx_watching, true);
+				watching = !atomic_load(&nic->cq_notify);
+			}
 
 			if (!grace && last && now - last < SR_APP_ACTIVE_NS) {
 				/* The application is polling: let it take the packet. */
@@ -677,37 +712,52 @@ static void *nic_thread(void *arg)
 				timeout = (int64_t)(last + SR_APP_GRACE_NS - now);
 			} else {
 				/* A polling application may hold the receive lock: then it is
-				 * receiving, and re-arming is enough (it fires again at once if it
-				 * left packets). If it is not polling, a holder is one that was
-				 * preempted mid-batch: wait for it rather than spin beside it (on 2
-				 * cores the spin would take the CPU the holder needs). */
+				 * receiving, and leaving is enough. If it is not polling, a holder is
+				 * one that was preempted mid-batch: wait for it rather than spin
+				 * beside it (on 2 cores the spin would take the CPU the holder
+				 * needs). While watching, the thread takes only what the application
+				 * is not about to take (it is not in its polling loop just now), and
+				 * waits for a holder as above: the timers run after this, and a
+				 * tail-loss probe must not leave because the answer to it waited in
+				 * the socket behind a preempted application. */
 				bool polling = grace;
+				bool app_rx = watching && now - last < SR_APP_ACTIVE_NS;
 
 				grace = false;
-				if (polling ? !pthread_mutex_trylock(&nic->rx_lock)
-					    : !pthread_mutex_lock(&nic->rx_lock)) {
-					uint64_t p0 = sr_stat_get(&nic->stats, SR_STAT_rx_packets);
+				if (!app_rx && (polling ? !pthread_mutex_trylock(&nic->rx_lock)
+							: !pthread_mutex_lock(&nic->rx_lock))) {
+					int got = 0;
 
-					for (int budget = 0; budget < 64 && sr_net_rx(nic) > 0; budget++) {
+					for (; got < 64 && sr_net_rx(nic) > 0; got++) {
 						sr_resp_flush_acks(nic);
 						if (backlog_pending(nic)) {
 							sr_stat_inc(&nic->stats, SR_STAT_rx_pauses);
+							got++;
 							break;
 						}
 					}
+					if (watching)
+						sr_stat_add(&nic->stats, SR_STAT_rx_watch_takes, (uint64_t)got);
 					if (sr_params()->rx_linger_us > 0 && sr_params()->busy_poll_us <= 0 &&
-					    !backlog_pending(nic) &&
-					    sr_stat_get(&nic->stats, SR_STAT_rx_packets) - p0 >= SR_LINGER_PKTS &&
+					    !backlog_pending(nic) && got > 0 &&
 					    sr_now_ns() - atomic_load_explicit(&nic->app_poll_ns,
 										memory_order_relaxed) >
 						    SR_LINGER_QUIET_NS)
 						sr_stat_add(&nic->stats, SR_STAT_rx_linger_takes,
 							    spin_rx(nic, sr_params()->rx_linger_us));
-					busy_poll(nic);
+					/* Not beside an application that polls: it receives itself,
+					 * and on 2 cores the spin would take its CPU. */
+					if (!watching)
+						busy_poll(nic);
 					pthread_mutex_unlock(&nic->rx_lock);
 				}
-				rx_arm(nic);
-				armed = true;
+				if (watching) {
+					timeout = (int64_t)watch_ns;	/* the socket stays unarmed */
+				} else {
+					atomic_store(&nic->rx_watching, false);
+					rx_arm(nic);
+					armed = true;
+				}
 			}
 		}
 timers:;

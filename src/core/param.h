@@ -36,7 +36,8 @@
 	X(ooo_window, INT, 256, "responder keeps up to this many requests that arrive after a gap and runs them once it is filled (0: drop them, plain go-back-N; at most 256)") \
 	X(repair, BOOL, 1, "after a sequence NAK resend only the missing packet, while the peer is seen to keep the packets after a gap (0: always go-back-N)") \
 	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
-	X(rx_linger_us, INT, 30, "after a drain that took a stream's packets (4 or more) while no application polls, the progress thread keeps receiving until the socket has been empty this long, us, rather than sleep until the next datagram wakes it (0: never; busy_poll_us, when set, replaces it)") \
+	X(rx_linger_us, INT, 30, "after a drain that took packets while no application polls (a stream, the passive side of a ping-pong), the progress thread keeps receiving until the socket has been empty this long, us, rather than sleep until the next datagram wakes it (0: never; busy_poll_us, when set, replaces it)") \
+	X(rx_watch_us, INT, 200, "while an application polls its CQs (it receives by itself, param poll_rx), the progress thread leaves the socket unarmed and looks for packets left waiting this often, us, rather than be woken by each datagram (0: woken by each)") \
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
 	X(nic_nice, INT, -10, "nice value the progress thread asks for, so that a packet for an application spinning on memory (ib_write_lat) is taken at once rather than after the spinner's time slice; kept at the process's own when not permitted (root, CAP_SYS_NICE or RLIMIT_NICE allow it) and in busy-poll mode; 0: never changed") \
 	X(backlog_pause_us, INT, 30000, "progress thread pauses up to this long while a polled CQ holds 32+ completions its application has not taken (0: never)") \

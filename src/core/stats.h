@@ -18,6 +18,7 @@
 	X(rx_packets, "packets received")                                           \
 	X(rx_bytes, "UDP payload bytes received")                                   \
 	X(rx_app_datagrams, "datagrams (one holds several packets when coalesced) taken by an application polling a CQ (param poll_rx), not by the progress thread") \
+	X(rx_watch_takes, "receives with data that the progress thread made while watching a polling application, packets that application left waiting (param rx_watch_us)") \
 	X(rx_linger_takes, "receives with data that the progress thread made while lingering after a stream's drain, each a wake-up saved (param rx_linger_us)") \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(tx_gso_sends, "sendmsg calls that carried several packets (UDP GSO, parameter gso)") \

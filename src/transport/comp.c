@@ -499,6 +499,19 @@ static uint64_t local_ack_timeout(const struct sr_qp *qp)
 	return t;
 }
 
+/* The shortest time from a send to the first timer it arms (sr_qp_timers): an idle QP kept on
+ * the timer list is looked at this often, since a send then arms without waking the thread. */
+uint64_t sr_qp_timer_first_ns(const struct sr_qp *qp)
+{
+	uint64_t fast = probe_ns(qp), t = fast;
+
+	if (sr_params()->repair && tlp_ns(qp, fast) < t)
+		t = tlp_ns(qp, fast);
+	if (qp->timeout_ns && local_ack_timeout(qp) < t)
+		t = local_ack_timeout(qp);
+	return t;
+}
+
 /* Retransmit and RNR timers. Returns the next deadline (ns) or 0 when nothing is armed. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 {
