@@ -38,7 +38,7 @@
 	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
 	X(rx_linger_us, INT, 30, "after a drain that took packets while no application polls (a stream, the passive side of a ping-pong), the progress thread keeps receiving until the socket has been empty this long, us, rather than sleep until the next datagram wakes it (0: never; busy_poll_us, when set, replaces it)") \
 	X(rx_watch_us, INT, 200, "while an application polls its CQs (it receives by itself, param poll_rx), the progress thread leaves the socket unarmed and looks for packets left waiting this often, us, rather than be woken by each datagram (0: woken by each)") \
-	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping (0: sleep at once)") \
+	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping, unless the application polls its CQs (it receives by itself, see rx_watch_us) (0: sleep at once)") \
 	X(nic_nice, INT, -10, "nice value the progress thread asks for, so that a packet for an application spinning on memory (ib_write_lat) is taken at once rather than after the spinner's time slice; kept at the process's own when not permitted (root, CAP_SYS_NICE or RLIMIT_NICE allow it) and in busy-poll mode; 0: never changed") \
 	X(backlog_pause_us, INT, 30000, "progress thread pauses up to this long while a polled CQ holds 32+ completions its application has not taken (0: never)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
