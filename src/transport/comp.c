@@ -375,6 +375,11 @@ static void nak(struct sr_qp *qp, struct sr_pkt *pkt, uint8_t syn)
 		sr_stat_inc(st, SR_STAT_rnr_naks_rcvd);
 		if (!sr_psn_in(pkt->psn, w->first_psn, w->last_psn))
 			return;
+		/* Already waiting out an RNR NAK: nothing is sent during the wait, so this one
+		 * answers a copy sent before it (a tail-loss probe's, when the first NAK was
+		 * slow to come). It uses no retry and does not restart the wait. */
+		if (qp->req.rnr_until)
+			return;
 		if (qp->comp.rnr_left == 0) {
 			sr_stat_inc(st, SR_STAT_rnr_retry_exceeded);
 			fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);

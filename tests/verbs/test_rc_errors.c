@@ -274,7 +274,9 @@ static void test_rnr_exceeded(int rnr_retry)
 {
 	struct vu_conn_cfg c;
 	struct vu_pair p;
-	struct snap s = { { "rnr_naks_sent", "rnr_naks_rcvd", "rnr_retry_exceeded", NULL } };
+	struct snap s = { { "rnr_naks_sent", "rnr_naks_rcvd", "rnr_retry_exceeded", "tail_probes",
+			    "fast_retransmits", NULL } };
+	int64_t probes;
 	uint64_t t0, ms;
 
 	printf("RNR retry exceeded, rnr_retry %d\n", rnr_retry);
@@ -293,8 +295,12 @@ static void test_rnr_exceeded(int rnr_retry)
 	/* rnr_retry waits of at least 10.24 ms each before giving up. */
 	CHECK(ms >= (uint64_t)rnr_retry * 10);
 	CHECK(ms < 2000);
-	CHECK_EQ(snap_delta(&s, "rnr_naks_sent"), rnr_retry + 1);
-	CHECK_EQ(snap_delta(&s, "rnr_naks_rcvd"), rnr_retry + 1);
+	/* A probe resent while an RNR NAK was slow to come (a loaded machine) draws one more
+	 * RNR NAK, which the requester takes for what it is: no retry used (test_rc_retransmit,
+	 * rnr_duplicate). */
+	probes = snap_delta(&s, "tail_probes") + snap_delta(&s, "fast_retransmits");
+	CHECK_EQ(snap_delta(&s, "rnr_naks_sent"), rnr_retry + 1 + probes);
+	CHECK(snap_delta(&s, "rnr_naks_rcvd") >= rnr_retry + 1);
 	CHECK_EQ(snap_delta(&s, "rnr_retry_exceeded"), 1);
 	CHECK_EQ(vu_qp_state(p.qp[0]), IBV_QPS_ERR);
 	/* RNR is not an error of the responder. */

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define MTU 1024
 #define FAKE_QPN 0x00abcd
@@ -103,6 +104,8 @@ static void ack(uint32_t psn, uint8_t syndrome)
 	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
 }
 
+static uint8_t rnr_retry = 7;	/* make_qp's; 7: retry RNR NAKs forever */
+
 static struct ibv_qp *make_qp(uint32_t sq_psn, uint8_t timeout)
 {
 	struct vu_qp_cfg q;
@@ -111,6 +114,7 @@ static struct ibv_qp *make_qp(uint32_t sq_psn, uint8_t timeout)
 
 	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	vu_conn_cfg_default(&c);
+	c.rnr_retry = rnr_retry;
 	c.sq_psn = sq_psn;
 	c.rq_psn = 0;
 	c.timeout = timeout;
@@ -559,6 +563,37 @@ out:
 	end_qp();
 }
 
+/*
+ * A second RNR NAK for the same PSN during the RNR wait answers a copy sent before the wait
+ * (a tail-loss probe's, when the first NAK came late): it must not use one of rnr_retry's
+ * retries. With rnr_retry 1, counting it would fail the SEND with RNR_RETRY_EXC_ERR at once.
+ */
+static void rnr_duplicate(void)
+{
+	const uint32_t P = 91;
+	bool ok;
+
+	printf("SEND, RNR NAK, the same RNR NAK again during the wait (rnr_retry 1)\n");
+	rnr_retry = 1;
+	qp = make_qp(P, 0);
+	rnr_retry = 7;
+	vu_fill(lb.p, 100, 4);
+	CHECK_EQ(vu_post_send(qp, 5, IBV_WR_SEND, lb.mr, lb.p, 100, 0, 0), 0);
+	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
+	if (!ok)
+		goto out;
+	ack(P, SR_AETH_RNR_NAK | 20);	/* 10.24 ms */
+	usleep(2000);
+	ack(P, SR_AETH_RNR_NAK | 20);
+	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
+	ack(P, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	if (ok)
+		EXPECT_DONE(5, "SEND");
+	CHECK_EQ(vu_stat("rnr_retry_exceeded"), 0);
+out:
+	end_qp();
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -575,6 +610,7 @@ int main(void)
 	nak_mid_message();
 	repair_keeper();
 	rnr_resend();
+	rnr_duplicate();
 	ack_covers_next_wqe(false, false);
 	ack_covers_next_wqe(false, true);
 	ack_covers_next_wqe(true, true);
