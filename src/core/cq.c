@@ -345,15 +345,16 @@ bool sr_cq_would_notify(struct sr_cq *cq, bool solicited)
 
 int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 {
+	struct sr_nic *nic = cq->ctx->nic;
+	bool kick = false;
+
 	pthread_mutex_lock(&cq->lock);
 	/* Its consumer may sleep on the channel now, where softrdma cannot see it: the progress
-	 * thread does not watch (rx_watch_us) while any CQ is armed so. */
+	 * thread does not watch (rx_watch_us) while any CQ is armed so, and one watching now is
+	 * kicked, to arm the socket (after the unlock: the thread's completions take this lock). */
 	if (!cq->armed && cq->chan) {
-		struct sr_nic *nic = cq->ctx->nic;
-
 		atomic_fetch_add(&nic->cq_notify, 1);
-		if (atomic_load(&nic->rx_watching))
-			sr_nic_kick(nic);	/* to arm the socket now */
+		kick = atomic_load(&nic->rx_watching);
 	}
 	/* "Next" wins over "solicited" when both are requested (IBA 11.4.2.2). */
 	if (!solicited_only)
@@ -363,9 +364,11 @@ int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 	if (cq->in_backlog) {
 		/* Its consumer is going to sleep on the channel: the thread must not wait for it. */
 		cq->in_backlog = false;
-		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
+		atomic_fetch_sub(&nic->cq_backlog, 1);
 	}
 	pthread_mutex_unlock(&cq->lock);
+	if (kick)
+		sr_nic_kick(nic);
 	return 0;
 }
 

@@ -728,11 +728,11 @@ static void *nic_thread(void *arg)
 							: !pthread_mutex_lock(&nic->rx_lock))) {
 					int got = 0;
 
-					for (; got < 64 && sr_net_rx(nic) > 0; got++) {
+					while (got < 64 && sr_net_rx(nic) > 0) {
+						got++;
 						sr_resp_flush_acks(nic);
 						if (backlog_pending(nic)) {
 							sr_stat_inc(&nic->stats, SR_STAT_rx_pauses);
-							got++;
 							break;
 						}
 					}
