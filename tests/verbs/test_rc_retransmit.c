@@ -104,9 +104,8 @@ static void ack(uint32_t psn, uint8_t syndrome)
 	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
 }
 
-static uint8_t rnr_retry = 7;	/* make_qp's; 7: retry RNR NAKs forever */
-
-static struct ibv_qp *make_qp(uint32_t sq_psn, uint8_t timeout)
+/* An RC QP connected to the raw peer; rnr_retry 7: retry RNR NAKs forever. */
+static struct ibv_qp *make_qp(uint32_t sq_psn, uint8_t timeout, uint8_t rnr_retry)
 {
 	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
@@ -172,7 +171,7 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 
 	printf("%s A (6 packets), B (2 packets); back to A by %s; ACK for B's first packet\n",
 	       send ? "SEND" : "WRITE", by_nak ? "a stale NAK" : "a fast retransmission");
-	qp = make_qp(P, by_nak ? 0 : 14);	/* 0: no timer at all (only the NAK rewinds) */
+	qp = make_qp(P, by_nak ? 0 : 14, 7);	/* 0: no timer at all (only the NAK rewinds) */
 	vu_fill(lb.p, 8 * MTU, 1);
 	{
 		/* One post for both: the first flight then leaves under one hold of the QP lock,
@@ -248,7 +247,7 @@ static void nak_mid_message(void)
 	bool ok;
 
 	printf("WRITE of 6 packets, NAK for its 4th (PSN wrap inside)\n");
-	qp = make_qp(P, 0);
+	qp = make_qp(P, 0, 7);
 	vu_fill(lb.p, 6 * MTU, 2);
 	CHECK_EQ(vu_post_rdma(qp, 3, IBV_WR_RDMA_WRITE, lb.mr, a, 6 * MTU, RVA, RKEY, 0), 0);
 	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
@@ -314,7 +313,7 @@ static void repair_keeper(void)
 	bool ok;
 
 	printf("WRITE of 8 packets, two holes repaired one packet each; then another WRITE\n");
-	qp = make_qp(P, 0);
+	qp = make_qp(P, 0, 7);
 	vu_fill(lb.p, 8 * MTU, 4);
 	CHECK_EQ(vu_post_rdma(qp, 5, IBV_WR_RDMA_WRITE, lb.mr, a, 8 * MTU, RVA, RKEY, 0), 0);
 	ok = EXPECT_PKT(OPC(WRITE_FIRST), P, a, 0, MTU);
@@ -400,7 +399,7 @@ static void read_behind_resend(void)
 	bool ok;
 
 	printf("WRITE (7 packets), READ (20); the WRITE resent, the READ's first piece answered\n");
-	qp = make_qp(P, 0);
+	qp = make_qp(P, 0, 7);
 	vu_fill(a, 7 * MTU, 5);
 	vu_fill(remote, sizeof(remote), 6);
 	memset(r, 0, sizeof(remote));
@@ -467,7 +466,7 @@ static void stale_naks_behind_atomic(void)
 	bool ok;
 
 	printf("WRITE (2 packets), CMP_SWAP, WRITE (4); NAK past the CMP_SWAP, then 8 stale NAKs\n");
-	qp = make_qp(P, 0);
+	qp = make_qp(P, 0, 7);
 	vu_fill(a, 6 * MTU, 7);
 	*res = 0;
 	{
@@ -545,7 +544,7 @@ static void rnr_resend(void)
 	bool ok;
 
 	printf("SEND, RNR NAK, resent after the timer\n");
-	qp = make_qp(P, 0);
+	qp = make_qp(P, 0, 7);
 	vu_fill(lb.p, 100, 3);
 	CHECK_EQ(vu_post_send(qp, 4, IBV_WR_SEND, lb.mr, lb.p, 100, 0, 0), 0);
 	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
@@ -574,9 +573,7 @@ static void rnr_duplicate(void)
 	bool ok;
 
 	printf("SEND, RNR NAK, the same RNR NAK again during the wait (rnr_retry 1)\n");
-	rnr_retry = 1;
-	qp = make_qp(P, 0);
-	rnr_retry = 7;
+	qp = make_qp(P, 0, 1);
 	vu_fill(lb.p, 100, 4);
 	CHECK_EQ(vu_post_send(qp, 5, IBV_WR_SEND, lb.mr, lb.p, 100, 0, 0), 0);
 	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
