@@ -668,6 +668,7 @@ struct sr_qp {
 	uint64_t rexmit_at;		/* ns; 0 = not armed */
 	bool on_timer_list;
 	uint64_t timer_idle_since;	/* ns: on the list with nothing armed since (0: armed) */
+	uint64_t timer_busy_since;	/* ns: the thread found its lock taken since (0: not) */
 	bool sqd_notify;		/* raise SQ_DRAINED when the SQ drains in SQD */
 	bool sq_draining;
 	uint32_t async_events_delivered;

@@ -291,8 +291,20 @@ void sr_timer_arm(struct sr_qp *qp)
  */
 #define SR_TIMER_KEEP_NS 10000000ull
 
-/* Runs every armed timer; returns the time to wait in ms (-1: nothing armed). */
-static int nic_run_timers(struct sr_nic *nic)
+/*
+ * While an application polls, the thread's looks at the timers find its QP locks taken now and
+ * then (it posts, it completes). Waiting for such a lock cost the application a futex wake-up
+ * and, on 2 cores, a preemption of one of the spinning processes: a third of the thread's lock
+ * waits in ib_write_lat between the namespaces. Then a QP whose lock is taken is looked at
+ * again SR_TIMER_BUSY_RETRY_NS later, and waited for only when it has been taken at every look
+ * for SR_TIMER_BUSY_MAX_NS (its timers are due in hundreds of microseconds at the earliest).
+ */
+#define SR_TIMER_BUSY_RETRY_NS 50000ull
+#define SR_TIMER_BUSY_MAX_NS 1000000ull
+
+/* Runs every armed timer; returns the time to wait in ms (-1: nothing armed). `gentle`: an
+ * application polls, and a QP whose lock it holds is left for a later look (above). */
+static int nic_run_timers(struct sr_nic *nic, bool gentle)
 {
 	uint64_t now = sr_now_ns(), next = UINT64_MAX;
 	struct sr_qp **snap;
@@ -320,7 +332,20 @@ static int nic_run_timers(struct sr_nic *nic)
 		struct sr_qp *qp = snap[i];
 		uint64_t t;
 
-		pthread_mutex_lock(&qp->lock);
+		if (pthread_mutex_trylock(&qp->lock)) {
+			/* timer_busy_since is the thread's own field. */
+			if (!qp->timer_busy_since)
+				qp->timer_busy_since = now;
+			if (gentle && now - qp->timer_busy_since < SR_TIMER_BUSY_MAX_NS) {
+				if (now + SR_TIMER_BUSY_RETRY_NS < next)
+					next = now + SR_TIMER_BUSY_RETRY_NS;
+				sr_stat_inc(&nic->stats, SR_STAT_timer_busy_skips);
+				sr_qp_put(qp);
+				continue;
+			}
+			pthread_mutex_lock(&qp->lock);
+		}
+		qp->timer_busy_since = 0;
 		t = sr_qp_timers(qp, now);
 		if (t) {
 			qp->timer_idle_since = 0;
@@ -612,7 +637,7 @@ static void *nic_thread(void *arg)
 	bool armed = true, grace = false;
 	int64_t defer_ns = sr_params()->ack_defer_us * 1000;
 	int64_t timeout = 0;
-	uint64_t paused_since = 0;
+	uint64_t paused_since = 0, rx_busy_since = 0;
 
 	/* Its timeouts are microseconds (the grace, the pause steps): a normal thread's 50 us
 	 * timer slack would stretch a 20 us grace to 70. */
@@ -717,15 +742,27 @@ static void *nic_thread(void *arg)
 				 * beside it (on 2 cores the spin would take the CPU the holder
 				 * needs). While watching, the thread takes only what the application
 				 * is not about to take (it is not in its polling loop just now), and
-				 * waits for a holder as above: the timers run after this, and a
-				 * tail-loss probe must not leave because the answer to it waited in
-				 * the socket behind a preempted application. */
+				 * only if the lock is free: waiting for an application that holds it
+				 * cost that application a futex wake-up and, on 2 cores, a preemption
+				 * of a spinning process. The timers then wait too (rx_busy_since), so
+				 * a tail-loss probe does not leave while the answer to it waits in the
+				 * socket behind a preempted holder; for SR_TIMER_BUSY_MAX_NS at most,
+				 * then the thread waits for the lock. */
 				bool polling = grace;
 				bool app_rx = watching && now - last < SR_APP_ACTIVE_NS;
+				bool wait = !polling && (!watching || (rx_busy_since &&
+					    now - rx_busy_since >= SR_TIMER_BUSY_MAX_NS));
 
 				grace = false;
-				if (!app_rx && (polling ? !pthread_mutex_trylock(&nic->rx_lock)
-							: !pthread_mutex_lock(&nic->rx_lock))) {
+				if (app_rx) {
+					rx_busy_since = 0;
+				} else if (wait ? pthread_mutex_lock(&nic->rx_lock)
+						: pthread_mutex_trylock(&nic->rx_lock)) {
+					if (!watching)
+						rx_busy_since = 0;
+					else if (!rx_busy_since)
+						rx_busy_since = now;
+				} else {
 					int got = 0;
 
 					while (got < 64 && sr_net_rx(nic) > 0) {
@@ -750,6 +787,7 @@ static void *nic_thread(void *arg)
 					if (!watching)
 						busy_poll(nic);
 					pthread_mutex_unlock(&nic->rx_lock);
+					rx_busy_since = 0;
 				}
 				if (watching) {
 					timeout = (int64_t)watch_ns;	/* the socket stays unarmed */
@@ -766,7 +804,11 @@ timers:;
 			sr_resp_flush_acks(nic);	/* else the holder flushes after its receive */
 			pthread_mutex_unlock(&nic->rx_lock);
 		}
-		int t = nic_run_timers(nic);
+		/* Not while a watch found the receive lock taken (above). */
+		if (rx_busy_since && sr_now_ns() - rx_busy_since < SR_TIMER_BUSY_MAX_NS)
+			continue;
+		uint64_t lp = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
+		int t = nic_run_timers(nic, lp && sr_now_ns() - lp < SR_TIMER_BUSY_MAX_NS);
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))
 			timeout = (int64_t)t * 1000000;
