@@ -295,9 +295,11 @@ void sr_timer_arm(struct sr_qp *qp)
  * While an application polls, the thread's looks at the timers find its QP locks taken now and
  * then (it posts, it completes). Waiting for such a lock cost the application a futex wake-up
  * and, on 2 cores, a preemption of one of the spinning processes: a third of the thread's lock
- * waits in ib_write_lat between the namespaces. Then a QP whose lock is taken is looked at
- * again SR_TIMER_BUSY_RETRY_NS later, and waited for only when it has been taken at every look
- * for SR_TIMER_BUSY_MAX_NS (its timers are due in hundreds of microseconds at the earliest).
+ * waits in ib_write_lat between the namespaces. Then a QP whose lock is taken is left for the
+ * thread's next look: it asks for one within SR_TIMER_BUSY_RETRY_NS, which the pass's
+ * millisecond granularity rounds to 1 ms (a watching thread looks every rx_watch_us anyway).
+ * It is waited for only when it has been taken at every look for SR_TIMER_BUSY_MAX_NS (its
+ * timers are due in hundreds of microseconds at the earliest).
  */
 #define SR_TIMER_BUSY_RETRY_NS 50000ull
 #define SR_TIMER_BUSY_MAX_NS 1000000ull
@@ -805,10 +807,12 @@ timers:;
 			pthread_mutex_unlock(&nic->rx_lock);
 		}
 		/* Not while a watch found the receive lock taken (above). */
-		if (rx_busy_since && sr_now_ns() - rx_busy_since < SR_TIMER_BUSY_MAX_NS)
+		now = sr_now_ns();
+		if (rx_busy_since && now - rx_busy_since < SR_TIMER_BUSY_MAX_NS)
 			continue;
+		/* Gentle while an application polls, in the sense lingering uses. */
 		uint64_t lp = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
-		int t = nic_run_timers(nic, lp && sr_now_ns() - lp < SR_TIMER_BUSY_MAX_NS);
+		int t = nic_run_timers(nic, lp && now - lp < SR_LINGER_QUIET_NS);
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))
 			timeout = (int64_t)t * 1000000;
