@@ -3,10 +3,11 @@
  * CRC-32 with the Ethernet polynomial, reflected (0xEDB88320), raw: no pre- or post-inversion,
  * so the ICRC code can seed it and complement it as annex A17.3.3 says.
  *
- * Two engines giving identical results:
+ * Engines giving identical results, the best one the CPU has chosen at run time:
  *  - slicing-by-8 tables (portable, ~8 bytes per round of 8 lookups);
- *  - carry-less multiplication folding (x86 PCLMULQDQ), chosen at run time, for buffers of
- *    64 bytes and more (four lanes, eight from 256 bytes).
+ *  - carry-less multiplication folding (x86 PCLMULQDQ) for buffers of 64 bytes and more (four
+ *    16-byte lanes, eight from 256 bytes);
+ *  - the same folding on 64-byte lanes (VPCLMULQDQ with AVX-512) from 512 bytes.
  *
  * Polynomials here use the reflected convention of the tables: in a 32-bit value, bit 31 is
  * the coefficient of x^0 and bit 0 that of x^31. In a byte stream, the first bit (bit 0 of the
@@ -90,8 +91,10 @@ uint32_t sr_crc32_zeros(uint32_t crc, uint64_t nbytes)
 /* ---- Slicing-by-8 ---------------------------------------------------------------------- */
 
 #ifdef SR_CRC_X86
-/* Fold constants for the PCLMUL path: {x^(64+D-1), x^(D-1)} mod P for D = 1024, 512, 128 bits. */
-static uint64_t k_fold1024[2], k_fold512[2], k_fold128[2];
+/* Fold constants: {x^(64+D-1), x^(D-1)} mod P for a distance of D = 4096 .. 128 bits. */
+static uint64_t k_fold4096[2], k_fold2048[2], k_fold1024[2], k_fold512[2], k_fold128[2];
+static bool crc_have_vpclmul;		/* in use: the CPU has it and no test capped it */
+static int crc_best;			/* what the CPU offers: 0 tables, 1 PCLMUL, 2 VPCLMUL */
 static void pclmul_init(void);
 #endif
 
@@ -177,6 +180,10 @@ static uint64_t fold_k(unsigned e)
 
 static void pclmul_init(void)
 {
+	k_fold4096[0] = fold_k(4096 + 64 - 1);
+	k_fold4096[1] = fold_k(4096 - 1);
+	k_fold2048[0] = fold_k(2048 + 64 - 1);
+	k_fold2048[1] = fold_k(2048 - 1);
 	k_fold1024[0] = fold_k(1024 + 64 - 1);
 	k_fold1024[1] = fold_k(1024 - 1);
 	k_fold512[0] = fold_k(512 + 64 - 1);
@@ -185,6 +192,10 @@ static void pclmul_init(void)
 	k_fold128[1] = fold_k(128 - 1);
 	__builtin_cpu_init();
 	crc_have_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+	/* libgcc reports AVX-512 only where the OS saves the ZMM state too. */
+	crc_have_vpclmul = crc_have_pclmul && __builtin_cpu_supports("vpclmulqdq") &&
+			   __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+	crc_best = crc_have_vpclmul ? 2 : crc_have_pclmul ? 1 : 0;
 }
 
 #define SR_PCLMUL __attribute__((target("pclmul,sse4.1")))
@@ -221,6 +232,34 @@ SR_PCLMUL static inline __attribute__((always_inline)) __m128i step(__m128i x, _
 }
 
 /*
+ * The end of a pass: four lanes 512 bits apart (the last 64 bytes folded) become one block,
+ * the len bytes at p are folded in 16 at a time, and the tables take the last 0-15 bytes.
+ * With d, the bytes at p also go to d.
+ */
+SR_PCLMUL static inline __attribute__((always_inline)) uint32_t
+fold_finish(__m128i x0, __m128i x1, __m128i x2, __m128i x3, const uint8_t *p, size_t len,
+	    uint8_t *d)
+{
+	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
+	uint8_t r[16];
+
+	x1 = _mm_xor_si128(fold(x0, k128), x1);
+	x2 = _mm_xor_si128(fold(x1, k128), x2);
+	x3 = _mm_xor_si128(fold(x2, k128), x3);
+	for (; len >= 16; p += 16, len -= 16) {
+		x3 = step(x3, k128, p, d, 0);
+		if (d)
+			d += 16;
+	}
+	if (d) {	/* the tail's CRC from the copy: the source is read once */
+		memcpy(d, p, len);
+		p = d;
+	}
+	_mm_storeu_si128((__m128i *)r, x3);
+	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
+}
+
+/*
  * One pass of folding over the 64 bytes at head, then the len bytes at p; with dst, the len
  * bytes also go to dst from the same loads (the CRC describes exactly the bytes stored, and
  * the source is read once). Inlined twice, with and without dst, so the plain pass has no
@@ -230,10 +269,8 @@ SR_PCLMUL static inline __attribute__((always_inline)) uint32_t
 crc_fold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, uint8_t *dst)
 {
 	const __m128i k512 = _mm_set_epi64x((long long)k_fold512[1], (long long)k_fold512[0]);
-	const __m128i k128 = _mm_set_epi64x((long long)k_fold128[1], (long long)k_fold128[0]);
 	const uint8_t *p0 = p;
 	__m128i x0, x1, x2, x3;
-	uint8_t r[16];
 
 	x0 = _mm_xor_si128(ld128(head), _mm_cvtsi32_si128((int)crc));
 	x1 = ld128(head + 16);
@@ -280,27 +317,110 @@ crc_fold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, u
 		x2 = step(x2, k512, p + 32, dst, o + 32);
 		x3 = step(x3, k512, p + 48, dst, o + 48);
 	}
-	x1 = _mm_xor_si128(fold(x0, k128), x1);
-	x2 = _mm_xor_si128(fold(x1, k128), x2);
-	x3 = _mm_xor_si128(fold(x2, k128), x3);
-	for (; len >= 16; p += 16, len -= 16)
-		x3 = step(x3, k128, p, dst, (size_t)(p - p0));
-	if (dst) {	/* the tail's CRC from the copy: the source is read once */
-		memcpy(dst + (p - p0), p, len);
-		p = dst + (p - p0);
+	return fold_finish(x0, x1, x2, x3, p, len, dst ? dst + (p - p0) : NULL);
+}
+
+/* ---- VPCLMULQDQ folding (AVX-512) -------------------------------------------------------
+ *
+ * The same folding with 64-byte lanes: one ZMM register holds the four 16-byte lanes of the
+ * loop above (x0..x3, 512 bits apart), and one instruction pair folds all four. Eight such
+ * registers, 4096 bits apart, keep the multiplier busy across its latency; a tree of folds
+ * (2048, 1024, 512 bits) then leaves one register, whose four lanes go to fold_finish. On the
+ * 2-core AMD EPYC (Zen 5) of 2026-11-23: 16 GB/s with PCLMULQDQ, 8 KiB pieces of a 1 MiB region.
+ */
+#define SR_VPCLMUL __attribute__((target("pclmul,sse4.1,avx2,avx512f,avx512vl,vpclmulqdq")))
+#define SR_VFOLD_MIN 512	/* below this, the 16-byte lanes (the tree costs about as much) */
+
+SR_VPCLMUL static inline __attribute__((always_inline)) __m512i vld(const uint8_t *p, uint8_t *d)
+{
+	__m512i y = _mm512_loadu_si512(p);
+
+	if (d)
+		_mm512_storeu_si512(d, y);
+	return y;
+}
+
+/* x moved forward by the distance of k, onto y (the three-way XOR in one instruction). */
+SR_VPCLMUL static inline __attribute__((always_inline)) __m512i vfold(__m512i x, __m512i k,
+								   __m512i y)
+{
+	return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+					 _mm512_clmulepi64_epi128(x, k, 0x11), y, 0x96);
+}
+
+SR_VPCLMUL static inline __m512i vk(const uint64_t k[2])
+{
+	return _mm512_broadcast_i32x4(_mm_set_epi64x((long long)k[1], (long long)k[0]));
+}
+
+/* crc_fold_body for len >= SR_VFOLD_MIN: the message is head (lane a0) then p. */
+SR_VPCLMUL static inline __attribute__((always_inline)) uint32_t
+crc_vfold_body(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len, uint8_t *dst)
+{
+#define D(o) (dst ? dst + (o) : NULL)
+	const __m512i k4096 = vk(k_fold4096), k2048 = vk(k_fold2048), k1024 = vk(k_fold1024);
+	const __m512i k512 = vk(k_fold512);
+	__m512i a0, a1, a2, a3, a4, a5, a6, a7;
+	size_t o;
+
+	a0 = _mm512_xor_si512(_mm512_loadu_si512(head),
+			      _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+	a1 = vld(p, D(0));
+	a2 = vld(p + 64, D(64));
+	a3 = vld(p + 128, D(128));
+	a4 = vld(p + 192, D(192));
+	a5 = vld(p + 256, D(256));
+	a6 = vld(p + 320, D(320));
+	a7 = vld(p + 384, D(384));
+	for (o = 448; len - o >= 512; o += 512) {
+		a0 = vfold(a0, k4096, vld(p + o, D(o)));
+		a1 = vfold(a1, k4096, vld(p + o + 64, D(o + 64)));
+		a2 = vfold(a2, k4096, vld(p + o + 128, D(o + 128)));
+		a3 = vfold(a3, k4096, vld(p + o + 192, D(o + 192)));
+		a4 = vfold(a4, k4096, vld(p + o + 256, D(o + 256)));
+		a5 = vfold(a5, k4096, vld(p + o + 320, D(o + 320)));
+		a6 = vfold(a6, k4096, vld(p + o + 384, D(o + 384)));
+		a7 = vfold(a7, k4096, vld(p + o + 448, D(o + 448)));
 	}
-	_mm_storeu_si128((__m128i *)r, x3);
-	return crc_slice8(crc_slice8(0, r, sizeof(r)), p, len);
+	a0 = vfold(a0, k2048, a4);	/* each register onto the one four places on */
+	a1 = vfold(a1, k2048, a5);
+	a2 = vfold(a2, k2048, a6);
+	a3 = vfold(a3, k2048, a7);
+	a0 = vfold(a0, k1024, a2);
+	a1 = vfold(a1, k1024, a3);
+	a0 = vfold(a0, k512, a1);	/* now the last 64 bytes folded */
+	for (; len - o >= 64; o += 64)
+		a0 = vfold(a0, k512, vld(p + o, D(o)));
+	return fold_finish(_mm512_castsi512_si128(a0), _mm512_extracti32x4_epi32(a0, 1),
+			   _mm512_extracti32x4_epi32(a0, 2), _mm512_extracti32x4_epi32(a0, 3),
+			   p + o, len - o, D(o));
+#undef D
+}
+
+SR_VPCLMUL static uint32_t crc_vfold(uint32_t crc, const uint8_t *head, const uint8_t *p,
+				     size_t len)
+{
+	return crc_vfold_body(crc, head, p, len, NULL);
+}
+
+SR_VPCLMUL static uint32_t crc_vfold_copy(uint32_t crc, const uint8_t *head, const uint8_t *p,
+					  size_t len, uint8_t *dst)
+{
+	return crc_vfold_body(crc, head, p, len, dst);
 }
 
 SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len)
 {
+	if (len >= SR_VFOLD_MIN && crc_have_vpclmul)
+		return crc_vfold(crc, head, p, len);
 	return crc_fold_body(crc, head, p, len, NULL);
 }
 
 SR_PCLMUL static uint32_t crc_fold_copy(uint32_t crc, const uint8_t *head, const uint8_t *p,
 					size_t len, uint8_t *dst)
 {
+	if (len >= SR_VFOLD_MIN && crc_have_vpclmul)
+		return crc_vfold_copy(crc, head, p, len, dst);
 	return crc_fold_body(crc, head, p, len, dst);
 }
 
@@ -315,6 +435,23 @@ bool sr_crc32_have_pclmul(void)
 {
 	pthread_once(&crc_once, crc_init);
 	return crc_have_pclmul;
+}
+
+int sr_crc32_engine(int limit)
+{
+	pthread_once(&crc_once, crc_init);
+#ifdef SR_CRC_X86
+	if (limit >= 0) {
+		int e = limit < crc_best ? limit : crc_best;
+
+		crc_have_pclmul = e >= 1;
+		crc_have_vpclmul = e >= 2;
+	}
+	return crc_have_vpclmul ? 2 : crc_have_pclmul ? 1 : 0;
+#else
+	(void)limit;
+	return 0;
+#endif
 }
 
 uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len)
