@@ -353,6 +353,7 @@ struct sr_cq {
 	uint64_t wc_flags_ex;		/* create_cq_ex: which fields the app reads */
 	struct ibv_wc cur;		/* extended polling: the current completion */
 	bool ex_polling;
+	_Atomic uint32_t polls;		/* sr_cq_poll calls, read by posts (sr_swqe_finish) */
 };
 #define SR_CQ_ARM_ANY 1
 #define SR_CQ_ARM_SOLICITED 2
@@ -460,6 +461,8 @@ struct sr_swqe {
 	uint32_t length;		/* message bytes */
 	uint32_t num_sge;
 	bool inl;			/* payload copied into the inline buffer */
+	bool in_stream;			/* posted with no poll of the send CQ since the QP's
+					 * previous post (sr_swqe_finish; direct path) */
 	uint8_t state;
 	uint8_t status;			/* a local error found while sending (enum ibv_wc_status) */
 	uint64_t raddr;
@@ -653,6 +656,8 @@ struct sr_qp {
 	struct sr_cq *scq, *rcq;
 	struct sr_srq *srq;
 	bool sig_all;
+	bool posted;			/* a WQE was posted: post_polls means something */
+	uint32_t post_polls;		/* scq->polls at the previous post */
 	struct ibv_qp_attr attr;	/* as last modified: what ibv_query_qp reports */
 	struct sr_addr peer;		/* RC/UC: the destination from attr.ah_attr */
 	uint32_t mtu;			/* path MTU in bytes (or the agreed large segment) */

@@ -298,6 +298,7 @@ int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
 {
 	int got = 0;
 
+	atomic_fetch_add_explicit(&cq->polls, 1, memory_order_relaxed);
 	pthread_mutex_lock(&cq->lock);
 	while (got < n && cq->tail != cq->head) {
 		wc[got++] = cq->ring[cq->tail & cq->mask];

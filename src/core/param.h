@@ -24,6 +24,7 @@
 	X(icrc_id_strict, BOOL, 1, "a packet from a softrdma sender may have its IPv4 ID recovered from the ICRC only to the IDs such a sender uses (0..63, DF); 0: any ID, for a path that rewrites IP IDs (counter rx_id_refused says when that happens)") \
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
 	X(direct, BOOL, 1, "between two softrdma processes of one host and network namespace, an RC RDMA WRITE or READ moves its payload with one process_vm_writev/readv after checking the target's key table (exported in stats_dir), no packet; 0: always UDP. Off while fault injection or a pcap is on") \
+	X(direct_stream_min, INT, 16384, "in a stream of posts (no poll of the send CQ since the QP's previous post), an RDMA WRITE smaller than this takes packets, which leave in batches, rather than the direct path's one process_vm_writev each; 0: direct at any size") \
 	X(direct_split, INT, 262144, "a direct-path copy of at least this many bytes is cut into chunks that a second thread copies beside the posting one (one helper per process, 2+ CPUs); 0: one thread copies") \
 	X(seg_max, INT, 65536, "largest payload of one packet on a connection rdma_cm makes between two softrdma peers that both offer it (bounded by the interface MTU, a multiple of 4096; below 8192: the IB path MTU only)") \
 	X(seg_inband, BOOL, 1, "offer large segments in every packet (BTH reserved bits) and, on an RC/UC connection rdma_cm did not set up, send SEND/WRITE packets of the size a softrdma peer offers (path MTU 4096 only)") \

@@ -104,6 +104,15 @@ int sr_swqe_finish(struct sr_qp *qp, uint32_t slot)
 	}
 	if (qp->type == IBV_QPT_UD && (w->length > qp->mtu || !w->ud_dst.family))
 		return -EINVAL;
+	if (qp->scq) {
+		/* Posted in a stream, with no poll of the send CQ since the previous post: a small
+		 * WRITE then takes packets rather than the direct path (req.c, direct_stream_min). */
+		uint32_t polls = atomic_load_explicit(&qp->scq->polls, memory_order_relaxed);
+
+		w->in_stream = qp->posted && polls == qp->post_polls;
+		qp->post_polls = polls;
+		qp->posted = true;
+	}
 	w->state = SR_WQE_POSTED;
 	return 0;
 }

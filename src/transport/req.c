@@ -454,10 +454,15 @@ static void req_progress(struct sr_qp *qp)
 			}
 			/* Same-host direct path: with nothing outstanding before it, a WRITE or
 			 * READ may be executed by a copy into (from) the peer's memory, and then
-			 * completes at once, taking no PSN (direct.c). */
+			 * completes at once, taking no PSN (direct.c). A small WRITE in a stream
+			 * of posts goes as packets: they leave in batches, where each direct
+			 * WRITE is a system call of its own. */
 			if ((w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ) &&
 			    qp->sq.tail == qp->req.idx && qp->state == IBV_QPS_RTS &&
-			    qp->nic->direct && sr_direct_exec(qp, w)) {
+			    qp->nic->direct &&
+			    !(w->opcode == IBV_WR_RDMA_WRITE && w->in_stream &&
+			      w->length < (uint64_t)sr_params()->direct_stream_min) &&
+			    sr_direct_exec(qp, w)) {
 				w->last_psn = sr_psn_add(qp->req.psn, -1);
 				w->npkts = 0;
 				qp->req.idx++;

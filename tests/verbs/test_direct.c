@@ -312,6 +312,38 @@ static void test_write_read(struct tgt *t)
 }
 
 /*
+ * A stream of small WRITEs (param direct_stream_min): the first goes direct, the ones posted
+ * after it with no poll of the send CQ in between go as packets (in batches); once the
+ * application has polled, the next one goes direct again. Every byte lands, in order.
+ */
+static void test_stream(struct tgt *t)
+{
+	int64_t w0 = vu_stat("direct_writes"), rx0 = tstat(t, "rx_packets");
+	uint64_t ra = t->ti.ep.addr;
+
+	tcmd(t, 'F', 0, 16 * 256, 0);
+	vu_fill(lb.p, 16 * 256, 21);
+	for (uint32_t i = 0; i < 16; i++)
+		CHECK_EQ(vu_post_rdma(qp, 40 + i, IBV_WR_RDMA_WRITE, lb.mr, lb.p + i * 256, 256,
+				      ra + i * 256, t->ti.ep.rkey, IBV_SEND_SIGNALED), 0);
+	for (uint32_t i = 0; i < 16; i++)
+		WAIT_WC(scq, 40 + i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(tcmd(t, 'C', 0, 16 * 256, 21), -1);
+	CHECK_EQ(vu_stat("direct_writes") - w0, 1);
+	CHECK(tstat(t, "rx_packets") - rx0 >= 15);
+	/* Polled since: direct again, and a large one in a stream stays direct. */
+	vu_fill(lb.p, 65536, 22);
+	CHECK_EQ(vu_post_rdma(qp, 60, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 32768, ra, t->ti.ep.rkey,
+			      IBV_SEND_SIGNALED), 0);
+	CHECK_EQ(vu_post_rdma(qp, 61, IBV_WR_RDMA_WRITE, lb.mr, lb.p + 32768, 32768, ra + 32768,
+			      t->ti.ep.rkey, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 60, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	WAIT_WC(scq, 61, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(tcmd(t, 'C', 0, 65536, 22), -1);
+	CHECK_EQ(vu_stat("direct_writes") - w0, 3);
+}
+
+/*
  * A long copy is shared with a helper thread, in chunks (src/transport/dcopy.c), or made
  * whole, whichever has been faster for its size; each way is probed every 64 copies. 80
  * WRITEs and 80 READs, each gathered from (scattered into) 4 SGEs of odd sizes, at an odd
@@ -527,6 +559,7 @@ int main(void)
 
 	connect_to(&t1, 14, 7);
 	test_write_read(&t1);
+	test_stream(&t1);
 	test_split(&t1);
 	test_access_errors(&t1);
 	test_ordering(&t1);
