@@ -49,9 +49,10 @@ uint32_t sr_crc32_raw_head64_copy(uint32_t crc, const void *head, void *dst, con
 uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len);
 bool sr_crc32_have_pclmul(void);
-/* The folding engine in use: 0 the tables, 1 PCLMULQDQ (16-byte lanes), 2 VPCLMULQDQ with
- * AVX-512 (64-byte lanes, for 512 bytes and more). limit >= 0 caps it at the best the CPU has
- * (tests run each one; not thread-safe); returns the engine now in use. */
+/* The folding engine in use: 0 the tables, 1 PCLMULQDQ (16-byte lanes), then, for 512 bytes
+ * and more, VPCLMULQDQ with 2 AVX2 (32-byte lanes) or 3 AVX-512 (64-byte lanes). limit >= 0
+ * caps it at the best the CPU has (tests run each one; not thread-safe); returns the engine
+ * now in use. */
 int sr_crc32_engine(int limit);
 /*
  * GF(2) helpers in the reflected convention of the CRC (bit 31 = coefficient of x^0):

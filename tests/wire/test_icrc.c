@@ -177,7 +177,7 @@ static void bench_one(const char *name, uint32_t (*fn)(uint32_t, const void *, s
 		n += 256;
 		dt = now_s() - t0;
 	} while (dt < 0.2);
-	printf("crc32 %-7s 4 KiB buffers: %8.0f MB/s (%08x)\n", name, n * 4096.0 / dt / 1e6, crc);
+	printf("crc32 %-11s 4 KiB buffers: %8.0f MB/s (%08x)\n", name, n * 4096.0 / dt / 1e6, crc);
 }
 
 /* ---- ICRC --------------------------------------------------------------------------- */
@@ -493,6 +493,8 @@ int main(void)
 	if (sr_crc32_engine(1) == 1)
 		bench_one("pclmul", sr_crc32_raw_pclmul);
 	if (sr_crc32_engine(2) == 2)
-		bench_one("vpclmul", sr_crc32_raw_pclmul);
+		bench_one("vpclmul 256", sr_crc32_raw_pclmul);
+	if (sr_crc32_engine(3) == 3)
+		bench_one("vpclmul 512", sr_crc32_raw_pclmul);
 	return sr_test_done("test_icrc");
 }
