@@ -31,7 +31,10 @@
 
 static uint32_t crc_tab[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-static bool crc_have_pclmul;
+/* The engines, from the tables up; each one's code also uses the ones below it. */
+enum { CRC_TABLES, CRC_PCLMUL, CRC_VPCLMUL256, CRC_VPCLMUL512 };
+static int crc_best;	/* the best the CPU offers */
+static int crc_use;	/* in use: crc_best, unless a test capped it (sr_crc32_engine) */
 static void crc_init(void);
 
 /* ---- GF(2)[x] mod P arithmetic ---------------------------------------------------------- */
@@ -95,9 +98,6 @@ uint32_t sr_crc32_zeros(uint32_t crc, uint64_t nbytes)
 /* Fold constants: {x^(64+D-1), x^(D-1)} mod P for a distance of D = 4096 .. 128 bits. */
 static uint64_t k_fold4096[2], k_fold2048[2], k_fold1024[2], k_fold512[2], k_fold256[2];
 static uint64_t k_fold128[2];
-static int crc_wide;			/* in use from SR_VFOLD_MIN bytes: 0 none, 2 VPCLMULQDQ
-					 * on YMM (AVX2), 3 on ZMM (AVX-512) */
-static int crc_best;			/* what the CPU offers: 0 tables, 1 PCLMUL, 2, 3 as above */
 static void pclmul_init(void);
 #endif
 
@@ -181,29 +181,32 @@ static uint64_t fold_k(unsigned e)
 	return (uint64_t)xpow(e) << 32;
 }
 
+/* The constants that move a block forward by d bits. */
+static void fold_pair(uint64_t k[2], unsigned d)
+{
+	k[0] = fold_k(d + 64 - 1);
+	k[1] = fold_k(d - 1);
+}
+
 static void pclmul_init(void)
 {
-	k_fold4096[0] = fold_k(4096 + 64 - 1);
-	k_fold4096[1] = fold_k(4096 - 1);
-	k_fold2048[0] = fold_k(2048 + 64 - 1);
-	k_fold2048[1] = fold_k(2048 - 1);
-	k_fold256[0] = fold_k(256 + 64 - 1);
-	k_fold256[1] = fold_k(256 - 1);
-	k_fold1024[0] = fold_k(1024 + 64 - 1);
-	k_fold1024[1] = fold_k(1024 - 1);
-	k_fold512[0] = fold_k(512 + 64 - 1);
-	k_fold512[1] = fold_k(512 - 1);
-	k_fold128[0] = fold_k(128 + 64 - 1);
-	k_fold128[1] = fold_k(128 - 1);
+	fold_pair(k_fold4096, 4096);
+	fold_pair(k_fold2048, 2048);
+	fold_pair(k_fold1024, 1024);
+	fold_pair(k_fold512, 512);
+	fold_pair(k_fold256, 256);
+	fold_pair(k_fold128, 128);
 	__builtin_cpu_init();
-	crc_have_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+	if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("sse4.1"))
+		crc_best = CRC_TABLES;
 	/* libgcc reports AVX2 and AVX-512 only where the OS saves the YMM (ZMM) state too. */
-	crc_best = crc_have_pclmul ? 1 : 0;
-	if (crc_have_pclmul && __builtin_cpu_supports("vpclmulqdq") &&
-	    __builtin_cpu_supports("avx2"))
-		crc_best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ?
-				   3 : 2;
-	crc_wide = crc_best >= 2 ? crc_best : 0;
+	else if (!__builtin_cpu_supports("vpclmulqdq") || !__builtin_cpu_supports("avx2"))
+		crc_best = CRC_PCLMUL;
+	else if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl"))
+		crc_best = CRC_VPCLMUL256;
+	else
+		crc_best = CRC_VPCLMUL512;
+	crc_use = crc_best;
 }
 
 #define SR_PCLMUL __attribute__((target("pclmul,sse4.1")))
@@ -503,17 +506,18 @@ SR_VPCLMUL static uint32_t crc_vfold_copy(uint32_t crc, const uint8_t *head, con
 
 SR_PCLMUL static uint32_t crc_fold(uint32_t crc, const uint8_t *head, const uint8_t *p, size_t len)
 {
-	if (len >= SR_VFOLD_MIN && crc_wide)
-		return crc_wide == 3 ? crc_vfold(crc, head, p, len) : crc_yfold(crc, head, p, len);
+	if (len >= SR_VFOLD_MIN && crc_use >= CRC_VPCLMUL256)
+		return crc_use == CRC_VPCLMUL512 ? crc_vfold(crc, head, p, len) :
+						   crc_yfold(crc, head, p, len);
 	return crc_fold_body(crc, head, p, len, NULL);
 }
 
 SR_PCLMUL static uint32_t crc_fold_copy(uint32_t crc, const uint8_t *head, const uint8_t *p,
 					size_t len, uint8_t *dst)
 {
-	if (len >= SR_VFOLD_MIN && crc_wide)
-		return crc_wide == 3 ? crc_vfold_copy(crc, head, p, len, dst) :
-				       crc_yfold_copy(crc, head, p, len, dst);
+	if (len >= SR_VFOLD_MIN && crc_use >= CRC_VPCLMUL256)
+		return crc_use == CRC_VPCLMUL512 ? crc_vfold_copy(crc, head, p, len, dst) :
+						   crc_yfold_copy(crc, head, p, len, dst);
 	return crc_fold_body(crc, head, p, len, dst);
 }
 
@@ -527,31 +531,22 @@ SR_PCLMUL static uint32_t crc_pclmul(uint32_t crc, const uint8_t *p, size_t len)
 bool sr_crc32_have_pclmul(void)
 {
 	pthread_once(&crc_once, crc_init);
-	return crc_have_pclmul;
+	return crc_use >= CRC_PCLMUL;
 }
 
 int sr_crc32_engine(int limit)
 {
 	pthread_once(&crc_once, crc_init);
-#ifdef SR_CRC_X86
-	if (limit >= 0) {
-		int e = limit < crc_best ? limit : crc_best;
-
-		crc_have_pclmul = e >= 1;
-		crc_wide = e >= 2 ? e : 0;
-	}
-	return crc_wide ? crc_wide : crc_have_pclmul ? 1 : 0;
-#else
-	(void)limit;
-	return 0;
-#endif
+	if (limit >= 0)
+		crc_use = limit < crc_best ? limit : crc_best;
+	return crc_use;
 }
 
 uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc_once, crc_init);
 #ifdef SR_CRC_X86
-	if (crc_have_pclmul)
+	if (crc_use >= CRC_PCLMUL)
 		return crc_pclmul(crc, buf, len);
 #endif
 	return crc_slice8(crc, buf, len);
@@ -561,7 +556,7 @@ uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, si
 {
 	pthread_once(&crc_once, crc_init);
 #ifdef SR_CRC_X86
-	if (crc_have_pclmul)
+	if (crc_use >= CRC_PCLMUL)
 		return crc_fold(crc, head, buf, len);
 #endif
 	return crc_slice8(crc_slice8(crc, head, 64), buf, len);
@@ -572,7 +567,7 @@ uint32_t sr_crc32_raw_head64_copy(uint32_t crc, const void *head, void *dst, con
 {
 	pthread_once(&crc_once, crc_init);
 #ifdef SR_CRC_X86
-	if (crc_have_pclmul)
+	if (crc_use >= CRC_PCLMUL)
 		return crc_fold_copy(crc, head, buf, len, dst);
 #endif
 	memcpy(dst, buf, len);
@@ -583,7 +578,7 @@ uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc_once, crc_init);
 #ifdef SR_CRC_X86
-	if (crc_have_pclmul && len >= 64)
+	if (crc_use >= CRC_PCLMUL && len >= 64)
 		return crc_pclmul(crc, buf, len);
 #endif
 	return crc_slice8(crc, buf, len);
