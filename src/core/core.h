@@ -353,7 +353,8 @@ struct sr_cq {
 	uint64_t wc_flags_ex;		/* create_cq_ex: which fields the app reads */
 	struct ibv_wc cur;		/* extended polling: the current completion */
 	bool ex_polling;
-	_Atomic uint32_t polls;		/* sr_cq_poll calls, read by posts (sr_swqe_finish) */
+	_Atomic uint32_t polls;		/* sr_cq_poll calls (written under lock), read by posts
+					 * without it (sr_swqe_finish) */
 };
 #define SR_CQ_ARM_ANY 1
 #define SR_CQ_ARM_SOLICITED 2
