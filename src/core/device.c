@@ -530,6 +530,14 @@ static int wait_ns(int epfd, struct epoll_event *ev, int n, int64_t ns)
  */
 #define SR_PAUSE_STEP_NS 1000000ull
 
+/* Whether an application polled for packets in the last `ns` (app_poll_ns; 0: never). */
+static bool app_polled_within(struct sr_nic *nic, uint64_t now, uint64_t ns)
+{
+	uint64_t last = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
+
+	return last && now - last < ns;
+}
+
 static bool backlog_pending(struct sr_nic *nic)
 {
 	return sr_params()->backlog_pause_us > 0 && atomic_load(&nic->cq_backlog) > 0 &&
@@ -559,8 +567,7 @@ static uint64_t spin_rx(struct sr_nic *nic, long us)
 			break;
 		/* An application polling its CQ receives by itself: holding the receive lock,
 		 * this spin would only take its CPU and leave it nothing to take. */
-		if (now - atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed) <
-		    SR_APP_ACTIVE_NS)
+		if (app_polled_within(nic, now, SR_APP_ACTIVE_NS))
 			break;
 		if (sr_net_rx(nic) > 0) {
 			sr_resp_flush_acks(nic);
@@ -668,8 +675,7 @@ static void *nic_thread(void *arg)
 			int64_t left = due > now ? (int64_t)(due - now) : 0;
 			int64_t look = defer_ns;
 
-			if (now - atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed) <
-			    (uint64_t)defer_ns)
+			if (app_polled_within(nic, now, (uint64_t)defer_ns))
 				look *= SR_ACK_LOOK_POLLING;
 			if (left < look)
 				left = look;
@@ -779,9 +785,7 @@ static void *nic_thread(void *arg)
 						sr_stat_add(&nic->stats, SR_STAT_rx_watch_takes, (uint64_t)got);
 					if (sr_params()->rx_linger_us > 0 && sr_params()->busy_poll_us <= 0 &&
 					    !backlog_pending(nic) && got > 0 &&
-					    sr_now_ns() - atomic_load_explicit(&nic->app_poll_ns,
-										memory_order_relaxed) >
-						    SR_LINGER_QUIET_NS)
+					    !app_polled_within(nic, sr_now_ns(), SR_LINGER_QUIET_NS))
 						sr_stat_add(&nic->stats, SR_STAT_rx_linger_takes,
 							    spin_rx(nic, sr_params()->rx_linger_us));
 					/* Not beside an application that polls: it receives itself,
@@ -811,8 +815,7 @@ timers:;
 		if (rx_busy_since && now - rx_busy_since < SR_TIMER_BUSY_MAX_NS)
 			continue;
 		/* Gentle while an application polls, in the sense lingering uses. */
-		uint64_t lp = atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed);
-		int t = nic_run_timers(nic, lp && now - lp < SR_LINGER_QUIET_NS);
+		int t = nic_run_timers(nic, app_polled_within(nic, now, SR_LINGER_QUIET_NS));
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))
 			timeout = (int64_t)t * 1000000;
