@@ -6,7 +6,8 @@ set -euo pipefail
 
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SR="$ROOT/$BUILD/bin/softrdma"
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac	# relative to the repository root
+SR="$BUILD/bin/softrdma"
 WORK=$(mktemp -d /tmp/softrdma-demo.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
@@ -35,8 +36,11 @@ echo "--- server:"; cat "$WORK/server.txt"
 echo "--- client:"; cat "$WORK/client.txt"
 
 say "What crossed the wire: RoCEv2 packets captured by the pcap tap, every ICRC verified"
+# The UDP ports the two devices used, other than RoCEv2's 4791 (which tshark knows), as
+# `-p PORT` options. Every GID may be on 4791: then the list is empty, which is no error (awk,
+# unlike `grep -v`, does not fail when it selects nothing, so pipefail leaves the demo alone).
 ports=$(grep -ho 'GID [^ ]*' "$WORK/client.txt" | awk '{print $2}' | xargs -n1 "$SR" gid 2>/dev/null |
-	grep -o 'port [0-9]*' | awk '{print $2}' | sort -u | grep -v '^4791$' | sed 's/^/-p /' | tr '\n' ' ')
+	grep -o 'port [0-9]*' | awk '$2 != 4791 && !seen[$2]++ { printf "-p %s ", $2 }')
 # shellcheck disable=SC2086
 "$SR" pcap $ports "$WORK"/*.pcap | sed "s|$WORK/||"
 
