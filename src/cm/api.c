@@ -389,7 +389,7 @@ static int bind_locked(struct cm_id *id, const struct sockaddr *a)
 	dev = cm_dev_for_local(a);
 	if (!dev)
 		return -ENODEV;	/* not an address of an RDMA device (rdma_bind_addr(3)) */
-	/* Port 0 stays 0 here: rdma_listen or rdma_resolve_addr picks it. */
+	/* Port 0 stays 0 here: rdma_bind_addr, rdma_listen or rdma_resolve_addr picks it. */
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, a, sa_len(a));
 	memcpy(&id->id.route.addr.src_addr, &ss, sa_len(a));
@@ -411,6 +411,18 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *cid, struct sockaddr *addr)
 
 	pthread_mutex_lock(&cm.lock);
 	ret = bind_locked(cm_id(cid), addr);
+	if (!ret && !sa_port(&cid->route.addr.src_addr)) {
+		/* Port 0: the port is picked now, as the kernel's rdma_cm does at bind time
+		 * (rdma_get_src_port returns it before rdma_listen; qperf sends it to its peer).
+		 * The socket rdma_listen would bind is bound here and holds the port. */
+		struct cm_id *id = cm_id(cid);
+
+		id->lsock = cm_listen_sock(&cid->route.addr.src_addr, id->reuseaddr, &ret);
+		if (id->lsock)
+			sa_set_port(&cid->route.addr.src_addr, cm_sock_port(id->lsock));
+		else
+			id->state = CM_IDLE;
+	}
 	pthread_mutex_unlock(&cm.lock);
 	return ret ? fail(ret) : 0;
 }
@@ -526,7 +538,8 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *cid, int backlog)
 	if (!err && id->state != CM_BOUND)
 		err = -EINVAL;
 	if (!err) {
-		id->lsock = cm_listen_sock(a, id->reuseaddr, &err);
+		if (!id->lsock)	/* else rdma_bind_addr bound it (port 0) */
+			id->lsock = cm_listen_sock(a, id->reuseaddr, &err);
 		if (id->lsock) {
 			/* Port 0: the socket's own port is the one we listen on. */
 			sa_set_port(a, cm_sock_port(id->lsock));

@@ -424,6 +424,15 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 			cm_count("cm_req_held");
 			return;
 		}
+		/* Likewise for a port bound by rdma_bind_addr (port 0) but not listened on yet:
+		 * qperf sends the bound port to its peer, then calls rdma_listen, and the peer's
+		 * REQ may come first. Its retransmission finds the listener. */
+		for (struct cm_id *i = cm.ids; i; i = i->next) {
+			if (i->state == CM_BOUND && i->lsock == s) {
+				cm_count("cm_req_held");
+				return;
+			}
+		}
 		reject_unknown(s, from, m, CM_REJ_INVALID_SERVICE_ID);
 		return;
 	}
