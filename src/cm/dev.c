@@ -129,6 +129,12 @@ int cm_devices_init(void)
 	return cm_ndevs ? 0 : -ENODEV;
 }
 
+/*
+ * A loopback address with no loopback device (every device on an interface, SOFTRDMA_NETDEV)
+ * is served by the first device, as the kernel's rdma_cm binds a loopback address to the first
+ * device with an active port (libfabric binds each interface's address, 127.0.0.1 included).
+ * The CM's own messages then travel over loopback, the data over that device's address.
+ */
 struct cm_dev *cm_dev_for_local(const struct sockaddr *a)
 {
 	if (cm_devices_init())
@@ -139,7 +145,7 @@ struct cm_dev *cm_dev_for_local(const struct sockaddr *a)
 		if (is_loopback(a) ? cm_devs[i].loopback : ip_eq(a, (struct sockaddr *)&cm_devs[i].ip))
 			return &cm_devs[i];
 	}
-	return NULL;
+	return is_loopback(a) ? &cm_devs[0] : NULL;
 }
 
 struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx)
@@ -198,17 +204,36 @@ int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct socka
 	return 0;
 }
 
+/* Is ip an address of this host (of this network namespace)? Only then can a socket bind it. */
+static bool is_local_ip(const struct sockaddr *ip)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = ip->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	int fd = sys_socket(ip->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, ip, l);	/* port 0 */
+	ok = sys_bind(fd, (struct sockaddr *)&ss, l) == 0;
+	sys_close(fd);
+	return ok;
+}
+
 /*
  * Does the data-plane GID a peer announced belong to the host the CM message came from? Its
- * IP must be the message's source address; on loopback any two loopback addresses match (a
- * process's loopback device may sit on another 127.x.y.z than the one its CM socket uses).
+ * IP must be the message's source address. A message from a loopback address comes from this
+ * host, whose processes' devices may sit on any of its addresses: a loopback device on another
+ * 127.x.y.z than the one its CM socket uses, or a device on an interface whose process reached
+ * us over loopback; the GID must then name an address of this host.
  */
 bool cm_gid_matches(const union ibv_gid *gid, const struct sockaddr *from)
 {
 	struct sockaddr_storage ip;
 
 	gid_to_ip(gid, &ip);
-	if (is_loopback((struct sockaddr *)&ip) && is_loopback(from))
-		return true;
+	if (is_loopback(from))	/* from this host: the GID must be one of its addresses */
+		return is_loopback((struct sockaddr *)&ip) || is_local_ip((struct sockaddr *)&ip);
 	return ip_eq((struct sockaddr *)&ip, from);
 }
