@@ -14,7 +14,8 @@ CTEST_ARGS ?=
 DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            ibverbs-utils rdmacm-utils perftest tshark iproute2 ethtool python3 \
            netcat-openbsd netcat-traditional \
-           qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev
+           qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev \
+           ibverbs-providers kmod
 
 .PHONY: all deps build build-san demo check test clean
 
