@@ -57,14 +57,16 @@ static void flag_clear(int fd)
 	(void)!read(fd, &v, sizeof(v));	/* only called when set: never blocks */
 }
 
-/* Nothing queued: -EAGAIN on a non-blocking fd, else wait until something may be. */
+/* Nothing queued: -EAGAIN on a non-blocking fd, else wait until something may be. A signal
+ * ends the wait with -EINTR, as rdma-core's read() of the channel fd does (qperf ends a test
+ * with SIGALRM while it sleeps in ibv_get_cq_event). */
 static int flag_wait(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	if (fcntl(fd, F_GETFL) & O_NONBLOCK)
 		return -EAGAIN;
-	if (poll(&p, 1, -1) < 0 && errno != EINTR)
+	if (poll(&p, 1, -1) < 0)
 		return -errno;
 	return 0;
 }

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Verbs behaviour that programs written for rdma-core and its providers rely on (qperf,
+ * pyverbs's tests, UCX), each as rdma-core's library and the kernel's rxe or ConnectX behave:
+ * - ibv_get_cq_event and ibv_get_async_event return -1 with EINTR when a signal interrupts
+ *   them, as rdma-core's read() of the channel fd does (qperf ends a test with SIGALRM while
+ *   it sleeps there; it hung until its peer's 5 s timeout instead).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sr_test.h"
+#include "verbs_util.h"
+
+static struct vu_dev dev;
+static volatile sig_atomic_t alarms;
+static pthread_t main_thread;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/* Sends SIGUSR1 to the main thread 100 ms from now. */
+static void *kick(void *arg)
+{
+	(void)arg;
+	usleep(100000);
+	pthread_kill(main_thread, SIGUSR1);
+	return NULL;
+}
+
+static void kick_later(void)
+{
+	pthread_t t;
+
+	REQUIRE(pthread_create(&t, NULL, kick, NULL) == 0);
+	pthread_detach(t);
+}
+
+/* A signal without SA_RESTART interrupts both waits. */
+static void test_eintr(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, old;
+	struct ibv_comp_channel *cc = ibv_create_comp_channel(dev.ctx);
+	struct ibv_cq *cq, *got = NULL;
+	struct ibv_async_event ae;
+	void *cctx;
+	uint64_t t0;
+	int ret;
+
+	REQUIRE(cc);
+	cq = ibv_create_cq(dev.ctx, 16, NULL, cc, 0);
+	REQUIRE(cq);
+	REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+	sigemptyset(&sa.sa_mask);
+	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
+	main_thread = pthread_self();
+
+	t0 = vu_now_ms();
+	kick_later();
+	errno = 0;
+	ret = ibv_get_cq_event(cc, &got, &cctx);	/* nothing will complete */
+	CHECK_EQ(ret, -1);
+	CHECK_EQ(errno, EINTR);
+	CHECK_EQ(alarms, 1);
+	CHECK(vu_now_ms() - t0 < 5000);
+
+	t0 = vu_now_ms();
+	kick_later();
+	errno = 0;
+	ret = ibv_get_async_event(dev.ctx, &ae);	/* no async event either */
+	CHECK_EQ(ret, -1);
+	CHECK_EQ(errno, EINTR);
+	CHECK_EQ(alarms, 2);
+	CHECK(vu_now_ms() - t0 < 5000);
+
+	sigaction(SIGUSR1, &old, NULL);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	CHECK_EQ(ibv_destroy_comp_channel(cc), 0);
+}
+
+int main(void)
+{
+	sr_test_timeout(60);
+	REQUIRE(vu_open(&dev) == 0);
+	test_eintr();
+	vu_close(&dev);
+	return sr_test_done("test_compat");
+}
