@@ -7,6 +7,7 @@
 
 BUILD      ?= build
 BUILD_SAN  ?= build-san
+BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
 
@@ -15,9 +16,10 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            ibverbs-utils rdmacm-utils perftest tshark iproute2 ethtool python3 \
            netcat-openbsd netcat-traditional \
            qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev \
-           ibverbs-providers kmod
+           ibverbs-providers kmod \
+           clang libclang-rt-14-dev
 
-.PHONY: all deps build build-san demo check test clean
+.PHONY: all deps build build-san build-fuzz demo check test clean
 
 all: build
 
@@ -40,17 +42,25 @@ build-san: deps
 	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_SANITIZE=ON >/dev/null
 	@cmake --build $(BUILD_SAN) -j $(JOBS)
 
+# libFuzzer harnesses (fuzz/): the engine alone, built with clang, ASan and UBSan.
+build-fuzz: deps
+	@cmake -S . -B $(BUILD_FUZZ) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSOFTRDMA_FUZZ=ON >/dev/null
+	@cmake --build $(BUILD_FUZZ) -j $(JOBS)
+
 demo: build
 	@./tools/demo.sh $(BUILD)
 
 # The whole suite: the normal build runs everything (unit, own C tests, unmodified Debian
-# binaries, interop); the sanitizer build runs the unit and own C tests (label "san").
-check: build build-san
+# binaries, interop); the sanitizer build runs the unit and own C tests (label "san"); the fuzz
+# build runs each harness for a few seconds and over every saved crash input (label "fuzz").
+check: build build-san build-fuzz
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) $(CTEST_ARGS)
 	cd $(BUILD_SAN) && ctest --output-on-failure --timeout 600 -j $(JOBS) -L san $(CTEST_ARGS)
+	cd $(BUILD_FUZZ) && ctest --output-on-failure --timeout 600 -j $(JOBS) -L fuzz $(CTEST_ARGS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

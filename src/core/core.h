@@ -771,6 +771,11 @@ int sr_net_open(struct sr_nic *nic);
 void sr_net_close(struct sr_nic *nic);
 /* Receives and processes up to a batch; returns packets received (0: none waiting). */
 int sr_net_rx(struct sr_nic *nic);
+/* One datagram (UDP payload buf[0..len), from src, sent alone: IPv4 ID 0 expected) taken
+ * through exactly what the receive loop does with each datagram it receives (parse, ICRC,
+ * demultiplex, responder or completer), without a socket. For the fuzz harnesses (fuzz/);
+ * the caller holds nic->rx_lock and sends the batch's ACKs (sr_resp_flush_acks) after. */
+void sr_net_rx_datagram(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src);
 /* The same on a multicast group's socket, whose packets are addressed to `group`. */
 int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group);
 /*

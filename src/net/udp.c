@@ -768,6 +768,13 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 	*id = t.ip_id;	/* as the transport found it, if it checked the ICRC */
 }
 
+void sr_net_rx_datagram(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src)
+{
+	uint16_t id = 0;
+
+	rx_one(nic, buf, len, src, nic->fd, NULL, &id);
+}
+
 bool sr_net_rx_half_full(struct sr_nic *nic)
 {
 	uint32_t mi[SK_MEMINFO_VARS];
