@@ -121,13 +121,20 @@ fill() {
 # check_capture ID PCAP OPCODES: every ICRC valid, both directions, the opcodes present.
 check_capture() {
 	local id=$1 pcap=$2 ops=$3 dec=$SR_TMP/$1.pcap.txt op missing='' g2h h2g
+	# dumpcap's last line: "Packets received/dropped on interface 'X': R/D (...)".
+	grep -Eq "received/dropped on interface .*: [0-9]+/0 " "$SR_TMP/$id.dumpcap.out" ||
+		CAPTURE_WHOLE="no: $id's capture lost packets or did not end cleanly"
 	if ! "$SR" pcap -v "$pcap" >"$dec" 2>&1; then
 		sr_fail "$id: capture: softrdma pcap found a bad ICRC, a malformed packet or no packet"
 		grep -E 'BAD|malformed|RoCEv2 packets' "$dec" | head -5 | sed 's/^/  | /' >&2
+		CAPTURE_WHOLE="no: $id's capture did not decode"
 		return
 	fi
 	g2h=$(grep -c " $GUEST_IP:[0-9]* > $HOST_IP:" "$dec")
 	h2g=$(grep -c " $HOST_IP:[0-9]* > $GUEST_IP:" "$dec")
+	G2H_TOTAL=$((G2H_TOTAL + g2h)) H2G_TOTAL=$((H2G_TOTAL + h2g))
+	# the capture holding the most packets from the kernel: the harness's own control below
+	if [ "$g2h" -gt "${CONTROL_N:-0}" ]; then CONTROL_N=$g2h CONTROL_PCAP=$pcap; fi
 	for op in $ops; do
 		grep -q " > [0-9.:]* *${op/./ } " "$dec" || missing+=" $op"
 	done
@@ -213,6 +220,7 @@ wait \$p"
 	TIMES+="  $id: $secs s"$'\n'
 }
 
+G2H_TOTAL=0 H2G_TOTAL=0 CAPTURE_WHOLE=yes CONTROL_PCAP=
 trim() { sed 's/^[[:space:]]*//; s/[[:space:]]*$//' <<<"$1"; }
 TIMES=
 SKIPPED=
@@ -255,6 +263,52 @@ sr_wait_pid "$QEMU" 60 >/dev/null
 sr_forget_pid "$QEMU"
 if [ -s "$SHARE/guest-counters.txt" ]; then
 	echo "kernel rxe0 counters: $(grep -v ' 0$' "$SHARE/guest-counters.txt" | tr '\n' ' ')"
+fi
+# The kernel's own view of the same packets: it counts a packet in rcvd_pkts only once its
+# headers and its ICRC checked out (rxe_rcv), so all that softrdma sent must be there, and all
+# that the kernel sent must be in the captures.
+ksent=$(awk '$1 == "sent_pkts" { print $2 }' "$SHARE/guest-counters.txt" 2>/dev/null)
+krcvd=$(awk '$1 == "rcvd_pkts" { print $2 }' "$SHARE/guest-counters.txt" 2>/dev/null)
+if [ "$CAPTURE_WHOLE" != yes ]; then
+	echo "note: kernel counters not compared with the captures ($CAPTURE_WHOLE)"
+elif [ -z "$ksent" ] || [ -z "$krcvd" ]; then
+	sr_fail "kernel rxe0 counters: missing (guest-counters.txt)"
+elif [ "$krcvd" = "$H2G_TOTAL" ] && [ "$ksent" = "$G2H_TOTAL" ]; then
+	sr_ok "kernel rxe0 accepted every packet softrdma sent (rcvd_pkts $krcvd = softrdma->kernel packets captured) and sent what softrdma saw (sent_pkts $ksent)"
+else
+	sr_fail "kernel rxe0 counters: rcvd_pkts $krcvd, sent_pkts $ksent; captured softrdma->kernel $H2G_TOTAL, kernel->softrdma $G2H_TOTAL (a difference: packets the kernel dropped, e.g. for a bad ICRC)"
+fi
+# A control of the ICRC check itself: one payload bit of a kernel packet flipped in a copy of
+# a capture must make `softrdma pcap` report exactly one bad ICRC.
+if [ -n "$CONTROL_PCAP" ]; then
+	if python3 - "$CONTROL_PCAP" "$SR_TMP/control.pcap" "$GUEST_IP" <<'PY'
+import socket, struct, sys
+src, dst, guest = sys.argv[1], sys.argv[2], socket.inet_aton(sys.argv[3])
+d = bytearray(open(src, "rb").read())
+end = "<" if d[:4] == b"\xd4\xc3\xb2\xa1" else ">"
+off = 24
+while off + 16 <= len(d):
+    incl = struct.unpack(end + "I", d[off + 8:off + 12])[0]
+    pkt = off + 16
+    # Ethernet (14) + IPv4 (20, no options) + UDP (8) + BTH (12) + some payload + ICRC (4)
+    if incl > 14 + 20 + 8 + 12 + 8 and d[pkt + 12:pkt + 14] == b"\x08\x00" and d[pkt + 26:pkt + 30] == guest:
+        d[pkt + 14 + 20 + 8 + 12 + 2] ^= 0x10
+        open(dst, "wb").write(d)
+        sys.exit(0)
+    off = pkt + incl
+sys.exit(1)
+PY
+	then
+		"$SR" pcap "$SR_TMP/control.pcap" >"$SR_TMP/control.txt" 2>&1
+		rc=$?
+		if [ "$rc" != 0 ] && grep -q " bad=1 " "$SR_TMP/control.txt"; then
+			sr_ok "control: one flipped bit in a kernel packet is caught (softrdma pcap exit $rc, bad=1)"
+		else
+			sr_fail "control: one flipped bit in a kernel packet was not caught (exit $rc): $(tail -n1 "$SR_TMP/control.txt")"
+		fi
+	else
+		sr_fail "control: no kernel packet with a payload in $CONTROL_PCAP"
+	fi
 fi
 if grep -Eq 'Oops|BUG:|Call Trace|panic' "$SR_TMP/console.log"; then
 	sr_fail "guest console shows a kernel Oops/BUG/panic"
