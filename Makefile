@@ -17,7 +17,8 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            netcat-openbsd netcat-traditional \
            qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev \
            ibverbs-providers kmod \
-           clang libclang-rt-14-dev
+           clang libclang-rt-14-dev \
+           liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils
 
 .PHONY: all deps build build-san build-fuzz demo check test clean
 

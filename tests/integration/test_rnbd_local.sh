@@ -1,0 +1,121 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The RNBD client (nbdkit plugin) and server in one process (local=DIR: the messages go by
+# function call, not RTRS), driven by real NBD programs: qemu-img convert + compare, nbdcopy
+# both ways, fio's nbd engine with crc32c verification, trim/zero, and a read-only open that
+# refuses writes and leaves the file as it was. The RTRS-carried runs are test_rnbd_rtrs.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd nbdkit nbdcopy nbdinfo qemu-img fio cmp
+PLUGIN=$SR_BUILD_DIR/lib/nbdkit-rnbd-plugin.so
+[ -e "$PLUGIN" ] || { echo "FAIL: no $PLUGIN (build first)" >&2; exit 1; }
+MB=${RNBD_TEST_MB:-128}
+
+EXP=$SR_TMP/export
+mkdir -p "$EXP"
+truncate -s $((MB * 2))M "$EXP/disk.img"
+
+# start_nbdkit NAME ARGS...: an nbdkit on a Unix socket in the background; sets SOCK, URI.
+start_nbdkit() {
+	local name=$1 i
+	shift
+	SOCK=$SR_TMP/$name.sock
+	URI="nbd+unix:///?socket=$SOCK"
+	timeout 300 nbdkit -f -v -U "$SOCK" "$PLUGIN" "$@" >"$SR_TMP/$name.log" 2>&1 &
+	SR_BG+=($!)
+	NBDKIT_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[ -S "$SOCK" ] && nbdinfo --size "$URI" >/dev/null 2>&1 && return 0
+		kill -0 "$NBDKIT_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	sr_fail "$name: nbdkit did not come up"
+	sr_tail "$SR_TMP/$name.log" >&2
+	return 1
+}
+stop_nbdkit() {
+	kill -TERM "$NBDKIT_PID" 2>/dev/null
+	wait "$NBDKIT_PID" 2>/dev/null
+}
+
+start_nbdkit rw local="$EXP" device=disk.img session=t1 || sr_finish
+sr_expect_eq "export size" $((MB * 2 * 1048576)) "$(nbdinfo --size "$URI")"
+nbdinfo "$URI" >"$SR_TMP/info.out" 2>&1
+sr_expect_grep "multi-conn" "can_multi_conn: true" "$SR_TMP/info.out"
+sr_expect_grep "FUA" "can_fua: true" "$SR_TMP/info.out"
+sr_expect_grep "minimum block size" "block_size_minimum: 512" "$SR_TMP/info.out"
+
+# qemu-img convert of a qcow2 image with data and holes into the export, compare back
+head -c $((MB / 4))M /dev/urandom >"$SR_TMP/a.raw"
+truncate -s $((MB / 2))M "$SR_TMP/a.raw"
+head -c 3M /dev/urandom | dd of="$SR_TMP/a.raw" bs=1M seek=$((MB / 2 - 4)) conv=notrunc status=none
+qemu-img convert -f raw -O qcow2 "$SR_TMP/a.raw" "$SR_TMP/a.qcow2"
+if timeout 120 qemu-img convert -n -f qcow2 -O raw "$SR_TMP/a.qcow2" "$URI" 2>"$SR_TMP/convert.err"; then
+	sr_ok "qemu-img convert into the export"
+else
+	sr_fail "qemu-img convert"; sr_tail "$SR_TMP/convert.err" >&2
+fi
+if timeout 120 qemu-img compare -f qcow2 -F raw "$SR_TMP/a.qcow2" "$URI" >"$SR_TMP/compare.out" 2>&1; then
+	sr_ok "qemu-img compare: identical"
+else
+	sr_fail "qemu-img compare"; sr_tail "$SR_TMP/compare.out" >&2
+fi
+
+# nbdcopy both ways, checked (and the file behind the export is the same bytes)
+head -c ${MB}M /dev/urandom >"$SR_TMP/src"
+timeout 120 nbdcopy "$SR_TMP/src" "$URI" && sr_ok "nbdcopy $MB MiB into the export" || sr_fail "nbdcopy in"
+timeout 120 nbdcopy "$URI" "$SR_TMP/back" && sr_ok "nbdcopy $MB MiB out" || sr_fail "nbdcopy out"
+cmp -n $((MB * 1048576)) "$SR_TMP/src" "$SR_TMP/back" && sr_ok "read back = written" || sr_fail "read back differs"
+cmp -n $((MB * 1048576)) "$SR_TMP/src" "$EXP/disk.img" && sr_ok "server's file = written" || sr_fail "server's file differs"
+
+# trim and zero: zeroes where asked, the rest kept
+if timeout 60 qemu-io -f raw -c 'write -z 1048576 4096' -c 'discard 1048576 1052672' \
+	-c 'write -z 1000 3000000' -c 'write -f -P 0xab 5000001 777' -c 'flush' "$URI" \
+	>"$SR_TMP/qemu-io.out" 2>&1; then
+	python3 - "$SR_TMP/src" "$EXP/disk.img" <<'PY' && sr_ok "zero/discard/FUA write landed" || sr_fail "zero/discard/FUA write"
+import sys
+src = open(sys.argv[1], "rb").read(8 << 20)
+disk = open(sys.argv[2], "rb").read(8 << 20)
+want = bytearray(src)
+want[1000:3001000] = bytes(3000000)
+want[5000001:5000778] = b"\xab" * 777
+# the discarded range lies inside the zeroed one: it reads as zeroes either way
+sys.exit(0 if disk == bytes(want) else 1)
+PY
+else
+	sr_fail "qemu-io zero/discard/write"; sr_tail "$SR_TMP/qemu-io.out" >&2
+fi
+
+# fio's nbd engine: random writes with crc32c verification interleaved, bounded in time
+if timeout 120 fio --name=rnbd --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k \
+	--iodepth=16 --size=$((MB / 2))m --offset=$((MB))m --verify=crc32c --verify_backlog=128 \
+	--verify_fatal=1 --runtime=8 --time_based --output="$SR_TMP/fio.out" >/dev/null 2>&1; then
+	sr_ok "fio randwrite + crc32c verify"
+else
+	sr_fail "fio"; sr_tail "$SR_TMP/fio.out" >&2
+fi
+sr_expect_grep "fio saw no error" "err= 0" "$SR_TMP/fio.out"
+stop_nbdkit
+
+# read-only: the export is read-only, a write is refused, the file is unchanged
+sum=$(md5sum <"$EXP/disk.img")
+start_nbdkit ro local="$EXP" device=disk.img access=ro session=t2 || sr_finish
+nbdinfo "$URI" >"$SR_TMP/info-ro.out" 2>&1
+sr_expect_grep "RO export" "is_read_only: true" "$SR_TMP/info-ro.out"
+if timeout 60 nbdcopy "$SR_TMP/src" "$URI" 2>"$SR_TMP/ro.err"; then
+	sr_fail "a write into a read-only open succeeded"
+else
+	sr_ok "write into the RO open refused: $(head -c 120 "$SR_TMP/ro.err")"
+fi
+timeout 60 nbdcopy "$URI" "$SR_TMP/back-ro" && cmp -s "$SR_TMP/back-ro" "$EXP/disk.img" &&
+	sr_ok "RO open reads" || sr_fail "RO read"
+stop_nbdkit
+sr_expect_eq "file unchanged by the RO attempt" "$sum" "$(md5sum <"$EXP/disk.img")"
+
+# a device the search path does not have, or outside it: nbdkit refuses to start
+timeout 30 nbdkit -f -U "$SR_TMP/x.sock" "$PLUGIN" local="$EXP" device=../etc/passwd \
+	>"$SR_TMP/bad.log" 2>&1 && sr_fail "'..' accepted" || sr_ok "device=../etc/passwd refused"
+sr_expect_grep "server's answer" "Invalid argument" "$SR_TMP/bad.log"
+
+sr_finish

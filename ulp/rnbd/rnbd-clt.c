@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/* The RNBD client's request logic (rnbd-clt.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rnbd-clt.h"
+
+/* A group of requests waited for together. */
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned pending;
+	int err;
+};
+
+static void waiter_init(struct waiter *w)
+{
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->pending = 0;
+	w->err = 0;
+}
+
+static void waiter_done(void *priv, int err)
+{
+	struct waiter *w = priv;
+
+	pthread_mutex_lock(&w->lock);
+	if (err && !w->err)
+		w->err = err > 0 ? -err : err;
+	if (--w->pending == 0)
+		pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static int waiter_wait(struct waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (w->pending)
+		pthread_cond_wait(&w->cv, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cv);
+	return w->err;
+}
+
+/* Sends one message as part of w (counted before it leaves: done may run at once). */
+static void send_one(struct rnbd_clt *c, struct waiter *w, int dir, const void *usr,
+		     size_t usrlen, void *data, size_t datalen)
+{
+	int rc;
+
+	pthread_mutex_lock(&w->lock);
+	w->pending++;
+	pthread_mutex_unlock(&w->lock);
+	rc = c->ops->request(c->ctx, dir, usr, usrlen, data, datalen, waiter_done, w);
+	if (rc)
+		waiter_done(w, rc);
+}
+
+int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, void *data,
+		 size_t datalen)
+{
+	struct waiter w;
+
+	waiter_init(&w);
+	send_one(c, &w, dir, usr, usrlen, data, datalen);
+	return waiter_wait(&w);
+}
+
+int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **out)
+{
+	struct rnbd_msg_sess_info m;
+	struct rnbd_msg_sess_info_rsp rsp;
+	struct rnbd_clt *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c) {
+		ops->close(ctx);
+		return -ENOMEM;
+	}
+	c->ops = ops;
+	c->ctx = ctx;
+	rnbd_enc_sess_info(&m, RNBD_PROTO_VER_MAJOR);
+	memset(&rsp, 0, sizeof(rsp));
+	rc = rnbd_clt_raw(c, RNBD_DIR_READ, &m, sizeof(m), &rsp, sizeof(rsp));
+	if (!rc)
+		rc = rnbd_dec_sess_info_rsp(&rsp, sizeof(rsp), &c->ver);
+	if (!rc && c->ver != RNBD_PROTO_VER_MAJOR)
+		rc = -EPROTONOSUPPORT;
+	if (rc) {
+		rnbd_clt_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int rnbd_clt_open(struct rnbd_clt *c, const char *name, unsigned mode)
+{
+	struct rnbd_msg_open m;
+	struct rnbd_msg_open_rsp rsp;
+	uint32_t xmax;
+	int rc = rnbd_enc_open(&m, mode, name);
+
+	if (rc)
+		return rc;
+	memset(&rsp, 0, sizeof(rsp));
+	rc = rnbd_clt_raw(c, RNBD_DIR_READ, &m, sizeof(m), &rsp, sizeof(rsp));
+	if (rc)
+		return rc;
+	rc = rnbd_dec_open_rsp(&rsp, sizeof(rsp), &c->a);
+	if (rc)
+		return rc;
+	c->open = true;
+	c->mode = mode;
+	xmax = c->ops->max_io(c->ctx) & ~(RNBD_SECTOR_SIZE - 1);
+	c->max_io = c->a.max_hw_sectors << RNBD_SECTOR_SHIFT;
+	if (!c->max_io || c->max_io > xmax)
+		c->max_io = xmax;
+	if (!c->max_io)
+		return -EPROTO;
+	return 0;
+}
+
+int rnbd_clt_close(struct rnbd_clt *c)
+{
+	struct rnbd_msg_close m;
+
+	if (!c->open)
+		return 0;
+	c->open = false;
+	rnbd_enc_close(&m, c->a.device_id);
+	return rnbd_clt_raw(c, RNBD_DIR_WRITE, &m, sizeof(m), NULL, 0);
+}
+
+void rnbd_clt_free(struct rnbd_clt *c)
+{
+	if (!c)
+		return;
+	c->ops->close(c->ctx);
+	free(c);
+}
+
+int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf)
+{
+	uint32_t op = rnbd_op(rw), flags = rnbd_flags(rw), piece;
+	uint8_t *p = buf;
+	struct waiter w;
+	struct rnbd_msg_io *msgs;
+	size_t n, i;
+
+	if (!c->open)
+		return -ENOTCONN;
+	if ((off | len) & (RNBD_SECTOR_SIZE - 1) || op >= RNBD_OP_LAST)
+		return -EINVAL;
+	switch (op) {
+	case RNBD_OP_READ:
+	case RNBD_OP_WRITE:
+		piece = c->max_io;
+		break;
+	case RNBD_OP_DISCARD:
+		piece = c->a.max_discard_sectors << RNBD_SECTOR_SHIFT;
+		break;
+	case RNBD_OP_WRITE_ZEROES:
+		piece = c->a.max_write_zeroes_sectors << RNBD_SECTOR_SHIFT;
+		break;
+	default:
+		piece = 0;
+	}
+	if (op == RNBD_OP_FLUSH || (len == 0 && op == RNBD_OP_WRITE)) {
+		struct rnbd_msg_io m;
+		rnbd_enc_io(&m, c->a.device_id, 0, rw, 0, 0);
+		waiter_init(&w);
+		send_one(c, &w, RNBD_DIR_WRITE, &m, sizeof(m), NULL, 0);
+		return waiter_wait(&w);
+	}
+	if (len == 0)
+		return 0;
+	if (piece == 0)
+		return -EOPNOTSUPP;
+	piece &= ~(RNBD_SECTOR_SIZE - 1);
+	n = (len + piece - 1) / piece;
+	msgs = calloc(n, sizeof(*msgs));
+	if (!msgs)
+		return -ENOMEM;
+	waiter_init(&w);
+	for (i = 0; i < n; i++) {
+		uint64_t o = off + (uint64_t)i * piece;
+		uint32_t l = len - (uint64_t)i * piece < piece ? len - (uint64_t)i * piece : piece;
+		uint32_t f = flags & ~(i ? RNBD_F_PREFLUSH : 0);
+		bool data = op == RNBD_OP_READ || op == RNBD_OP_WRITE;
+
+		rnbd_enc_io(&msgs[i], c->a.device_id, o >> RNBD_SECTOR_SHIFT, op | f, l, 0);
+		send_one(c, &w, op == RNBD_OP_READ ? RNBD_DIR_READ : RNBD_DIR_WRITE, &msgs[i],
+			 sizeof(msgs[i]), data ? p + (size_t)i * piece : NULL, data ? l : 0);
+	}
+	int rc = waiter_wait(&w);
+	free(msgs);
+	return rc;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RNBD client's request logic, independent of the transport: SESS_INFO and OPEN at start,
+ * IO split at the device's limits, CLOSE. The transport (RTRS, or the in-process server of
+ * rnbd-local.c) is a table of functions.
+ */
+#ifndef RNBD_CLT_H
+#define RNBD_CLT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rnbd-msg.h"
+#include "rnbd-dev.h"	/* rnbd_done_fn */
+
+struct rnbd_xport_ops {
+	/*
+	 * Sends one message: dir RNBD_DIR_READ (data: datalen bytes to receive the answer into)
+	 * or RNBD_DIR_WRITE (data: datalen bytes to send). Returns 0 and later calls
+	 * done(priv, err) exactly once (err: the server's answer, or the transport's error), or
+	 * returns -errno and never calls done.
+	 */
+	int (*request)(void *ctx, int dir, const void *usr, size_t usrlen, void *data,
+		       size_t datalen, rnbd_done_fn done, void *priv);
+	/* Largest data of one request, bytes. */
+	uint32_t (*max_io)(void *ctx);
+	void (*close)(void *ctx);
+};
+
+struct rnbd_clt {
+	const struct rnbd_xport_ops *ops;
+	void *ctx;
+	uint8_t ver;			/* negotiated major version */
+	bool open;
+	unsigned mode;
+	struct rnbd_dev_attrs a;	/* from OPEN_RSP */
+	uint32_t max_io;		/* bytes: min(transport, device) */
+};
+
+/* SESS_INFO exchange; takes ownership of ctx (closed by rnbd_clt_free). 0 or -errno. */
+int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **out);
+/* OPEN of `name` in `mode`: fills c->a. 0 or the server's -errno. */
+int rnbd_clt_open(struct rnbd_clt *c, const char *name, unsigned mode);
+/* CLOSE of the open device. */
+int rnbd_clt_close(struct rnbd_clt *c);
+void rnbd_clt_free(struct rnbd_clt *c);
+
+/*
+ * One block request, waited for: rw = op | RNBD_F_* flags; off and len in bytes, multiples of
+ * 512 (-EINVAL otherwise); buf for READ/WRITE. Split at the limits, pieces in parallel; FUA
+ * rides on every piece, PREFLUSH on the first only. 0 or the first -errno.
+ */
+int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf);
+
+/* Sends one raw message and waits (tests: hostile messages). */
+int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, void *data,
+		 size_t datalen);
+
+/* The in-process transport (rnbd-local.c): a server in this process exporting search_path,
+ * the messages passed by function call. For tests and for trying the client without RTRS. */
+int rnbd_local_new(const char *search_path, const char *sessname, const struct rnbd_xport_ops **ops,
+		   void **ctx);
+
+#endif
