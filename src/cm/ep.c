@@ -295,6 +295,15 @@ CM_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cid)
 }
 
 /* ---- rdma_getaddrinfo ------------------------------------------------------------------------ */
+static struct sockaddr *dup_addr(const struct sockaddr *a, socklen_t len)
+{
+	struct sockaddr *c = a ? malloc(len) : NULL;
+
+	if (c)
+		memcpy(c, a, len);
+	return c;
+}
+
 CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 			       const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
 {
@@ -302,8 +311,29 @@ CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	struct rdma_addrinfo *r;
 	int flags = hints ? hints->ai_flags : 0, ret;
 
-	if (!node && !service)
-		return fail(EINVAL);
+	if (!node && !service) {
+		/* As librdmacm: the hints alone describe the result (their addresses copied). */
+		if (!hints)
+			return fail(EINVAL);
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return fail(ENOMEM);
+		r->ai_flags = hints->ai_flags;
+		r->ai_family = hints->ai_family;
+		r->ai_qp_type = hints->ai_qp_type;
+		r->ai_port_space = hints->ai_port_space;
+		if ((hints->ai_dst_len && !(r->ai_dst_addr = dup_addr(hints->ai_dst_addr,
+								       hints->ai_dst_len))) ||
+		    (hints->ai_src_len && !(r->ai_src_addr = dup_addr(hints->ai_src_addr,
+								       hints->ai_src_len)))) {
+			rdma_freeaddrinfo(r);
+			return fail(ENOMEM);
+		}
+		r->ai_dst_len = r->ai_dst_addr ? hints->ai_dst_len : 0;
+		r->ai_src_len = r->ai_src_addr ? hints->ai_src_len : 0;
+		*res = r;
+		return 0;
+	}
 	if (flags & RAI_PASSIVE)
 		h.ai_flags |= AI_PASSIVE;
 	if (flags & RAI_NUMERICHOST)

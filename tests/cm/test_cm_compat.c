@@ -6,6 +6,8 @@
  *   rdma_listen, the port is held (nobody else can bind it), and rdma_listen keeps it
  *   (qperf -cm1 sends the bound port to its peer before it listens), and a REQ that arrives
  *   between the bind and rdma_listen reaches the listener (its retransmission does).
+ * - rdma_getaddrinfo with neither node nor service takes the hints alone (their flags, types
+ *   and addresses), as librdmacm does; with no hints either it is EINVAL.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -163,12 +165,62 @@ static void test_bind_port0(void)
 	rdma_destroy_id(l);
 }
 
+/* rdma_getaddrinfo(NULL, NULL, hints): the hints describe the result. */
+static void test_getaddrinfo_hints(void)
+{
+	struct sockaddr_in src = ip4("127.0.0.1", htons(0)), dst = ip4("127.0.0.1", htons(7471));
+	struct rdma_addrinfo h = { .ai_flags = RAI_PASSIVE, .ai_family = AF_INET,
+				   .ai_qp_type = IBV_QPT_RC, .ai_port_space = RDMA_PS_TCP,
+				   .ai_src_len = sizeof(src), .ai_src_addr = (struct sockaddr *)&src },
+			      *r = NULL;
+	struct rdma_cm_id *ep;
+
+	errno = 0;
+	CHECK_EQ(rdma_getaddrinfo(NULL, NULL, NULL, &r), -1);
+	CHECK_EQ(errno, EINVAL);
+	if (rdma_getaddrinfo(NULL, NULL, &h, &r)) {
+		SR_FAIL("rdma_getaddrinfo(NULL, NULL, hints): %s", strerror(errno));
+		return;
+	}
+	REQUIRE(r);
+	CHECK_EQ(r->ai_flags, RAI_PASSIVE);
+	CHECK_EQ(r->ai_family, AF_INET);
+	CHECK_EQ(r->ai_qp_type, IBV_QPT_RC);
+	CHECK_EQ(r->ai_port_space, RDMA_PS_TCP);
+	CHECK_EQ(r->ai_src_len, sizeof(src));
+	CHECK(r->ai_src_addr && r->ai_src_addr != (struct sockaddr *)&src &&
+	      !memcmp(r->ai_src_addr, &src, sizeof(src)));
+	CHECK(!r->ai_dst_addr && !r->ai_dst_len);
+	/* A passive endpoint from it. */
+	if (rdma_create_ep(&ep, r, NULL, NULL) == 0) {
+		CHECK_EQ(rdma_listen(ep, 1), 0);
+		CHECK(rdma_get_src_port(ep) != 0);
+		rdma_destroy_ep(ep);
+	} else {
+		SR_FAIL("rdma_create_ep: %s", strerror(errno));
+	}
+	rdma_freeaddrinfo(r);
+
+	/* Active: the destination comes from the hints too. */
+	h.ai_flags = 0;
+	h.ai_src_len = 0;
+	h.ai_src_addr = NULL;
+	h.ai_dst_len = sizeof(dst);
+	h.ai_dst_addr = (struct sockaddr *)&dst;
+	REQUIRE(rdma_getaddrinfo(NULL, NULL, &h, &r) == 0);
+	CHECK_EQ(r->ai_dst_len, sizeof(dst));
+	CHECK(r->ai_dst_addr && !memcmp(r->ai_dst_addr, &dst, sizeof(dst)));
+	CHECK(!r->ai_src_addr && !r->ai_src_len);
+	rdma_freeaddrinfo(r);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
 	ch = rdma_create_event_channel();
 	REQUIRE(ch);
 	test_bind_port0();
+	test_getaddrinfo_hints();
 	rdma_destroy_event_channel(ch);
 	return sr_test_done("test_cm_compat");
 }
