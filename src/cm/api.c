@@ -400,6 +400,7 @@ static int bind_locked(struct cm_id *id, const struct sockaddr *a)
 
 	id->dev = any ? NULL : dev;
 	id->id.verbs = any ? NULL : dev->ctx;
+	id->id.pd = any ? NULL : cm_dev_pd(dev);
 	id->id.port_num = any ? 0 : 1;
 	id->state = CM_BOUND;
 	return 0;
@@ -487,6 +488,8 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src, st
 		if (id->state != CM_BOUND || (!id->dev && src))
 			memcpy(&cid->route.addr.src_addr, &from, sa_len((struct sockaddr *)&from));
 		sa_set_port(&cid->route.addr.src_addr, port ? port : htons(ephemeral_port()));
+		if (id->dev != dev || !cid->pd)
+			cid->pd = cm_dev_pd(dev);
 		id->dev = dev;
 		cid->verbs = dev->ctx;
 		cid->port_num = 1;

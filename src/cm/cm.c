@@ -462,6 +462,7 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 	if (!c->dev)
 		c->dev = l->dev ? l->dev : cm_dev_for_local((struct sockaddr *)&l->id.route.addr.src_addr);
 	c->id.verbs = c->dev ? c->dev->ctx : NULL;
+	c->id.pd = c->dev ? cm_dev_pd(c->dev) : NULL;
 	c->id.port_num = 1;
 	memcpy(&c->id.route.addr.src_addr, to, sa_len(to));
 	set_port(&c->id.route.addr.src_addr, m->dst_port);

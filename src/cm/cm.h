@@ -47,6 +47,9 @@ struct cm_dev *cm_dev_for_local(const struct sockaddr *a);
 /* The device to reach `dst`, and the local source address to use, or -errno. */
 int cm_dev_for_dst(const struct sockaddr *dst, struct cm_dev **dev, struct sockaddr_storage *src);
 struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx);
+/* The device's default PD (allocated on first use, kept for the process): an id's `pd` once
+ * the id has a device, as librdmacm sets it when it binds the id to a device. */
+struct ibv_pd *cm_dev_pd(struct cm_dev *d);
 bool cm_gid_matches(const union ibv_gid *gid, const struct sockaddr *from);
 extern struct cm_dev *cm_devs;
 extern int cm_ndevs;

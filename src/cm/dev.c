@@ -148,6 +148,19 @@ struct cm_dev *cm_dev_for_local(const struct sockaddr *a)
 	return is_loopback(a) ? &cm_devs[0] : NULL;
 }
 
+struct ibv_pd *cm_dev_pd(struct cm_dev *d)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct ibv_pd *pd;
+
+	pthread_mutex_lock(&lock);
+	if (!d->pd)
+		d->pd = ibv_alloc_pd(d->ctx);
+	pd = d->pd;
+	pthread_mutex_unlock(&lock);
+	return pd;
+}
+
 struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx)
 {
 	for (int i = 0; i < cm_ndevs; i++)

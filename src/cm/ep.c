@@ -20,11 +20,7 @@ static int fail(int err)
 
 static struct ibv_pd *default_pd(struct cm_id *id)
 {
-	if (!id->dev)
-		return NULL;
-	if (!id->dev->pd)
-		id->dev->pd = ibv_alloc_pd(id->dev->ctx);
-	return id->dev->pd;
+	return id->dev ? cm_dev_pd(id->dev) : NULL;
 }
 
 /* The device's XRC domain (XRC_RECV QPs and XRC SRQs of ids): one per device, private (fd

@@ -6,6 +6,10 @@
  *   rdma_listen, the port is held (nobody else can bind it), and rdma_listen keeps it
  *   (qperf -cm1 sends the bound port to its peer before it listens), and a REQ that arrives
  *   between the bind and rdma_listen reaches the listener (its retransmission does).
+ * - an id's pd is the device's default PD from the moment the id has a device (bound to an
+ *   address, resolved, or created by a CONNECT_REQUEST), as librdmacm sets it, and
+ *   rdma_create_qp(id, NULL, ...) uses it; a wildcard bind leaves it NULL. pyverbs creates an
+ *   AH on id->pd before any QP.
  * - rdma_getaddrinfo with neither node nor service takes the hints alone (their flags, types
  *   and addresses), as librdmacm does; with no hints either it is EINVAL.
  */
@@ -92,7 +96,10 @@ static void connect_and_send(const char *ip, uint16_t port_be, struct rdma_cm_id
 	struct ibv_mr *smr, *rmr;
 	struct ibv_wc wc;
 
+	/* Resolved: the device's default PD, shared with the listener's side (one device). */
+	CHECK(c->pd && c->pd->context == c->verbs);
 	make_qp(c);
+	CHECK(c->qp->pd == c->pd);
 	REQUIRE(rdma_connect(c, &p) == 0);
 	if (late) {
 		usleep(20000);	/* the REQ is there before the listener */
@@ -103,6 +110,19 @@ static void connect_and_send(const char *ip, uint16_t port_be, struct rdma_cm_id
 	REQUIRE(ev);
 	s = ev->id;
 	rdma_ack_cm_event(ev);
+	CHECK(s->pd && s->pd->context == s->verbs);
+	CHECK(s->pd == c->pd);
+	{
+		/* An AH on it (pyverbs's UD rdma_cm test does this before any QP exists). */
+		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+		struct ibv_ah *ah;
+
+		REQUIRE(ibv_query_gid(s->verbs, 1, 0, &aa.grh.dgid) == 0);
+		ah = s->pd ? ibv_create_ah(s->pd, &aa) : NULL;
+		CHECK(ah);
+		if (ah)
+			ibv_destroy_ah(ah);
+	}
 	make_qp(s);
 	rmr = rdma_reg_msgs(s, rbuf, sizeof(rbuf));
 	REQUIRE(rmr);
@@ -142,6 +162,7 @@ static void test_bind_port0(void)
 	port = rdma_get_src_port(l);
 	CHECK(port != 0);
 	CHECK_EQ(((struct sockaddr_in *)rdma_get_local_addr(l))->sin_port, port);
+	CHECK(l->verbs && l->pd && l->pd->context == l->verbs);
 	/* Held: an ordinary UDP socket cannot take it (the CM speaks UDP on it). */
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	REQUIRE(fd >= 0);
@@ -156,6 +177,7 @@ static void test_bind_port0(void)
 	/* A wildcard bind too. */
 	REQUIRE(rdma_create_id(ch, &w, NULL, RDMA_PS_TCP) == 0);
 	REQUIRE(rdma_bind_addr(w, (struct sockaddr *)&any) == 0);
+	CHECK(!w->verbs && !w->pd);	/* no device yet */
 	port = rdma_get_src_port(w);
 	CHECK(port != 0);
 	CHECK(port != rdma_get_src_port(l));
