@@ -612,7 +612,10 @@ static int check_attrs(struct sr_qp *qp, const struct ibv_qp_attr *a, int mask, 
 	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
 					      IBV_ACCESS_MW_BIND | SR_ACCESS_FLUSH_GLOBAL |
-					      SR_ACCESS_FLUSH_PERSISTENT)))
+					      SR_ACCESS_FLUSH_PERSISTENT |
+					      /* as kernel rxe: accepted (the MR says whether it is
+					       * on-demand; every MR here may be) */
+					      IBV_ACCESS_ON_DEMAND)))
 		return -EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > nic->active_mtu))
