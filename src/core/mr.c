@@ -415,16 +415,20 @@ static bool range_is_shared_file(const void *addr, size_t len)
 	return want >= end;
 }
 
-static void mr_set_keys(struct sr_mr *mr)
+/* Sets lkey to `key` and rkey to it when the MR grants a remote right (else 0). */
+static void mr_set_keys_to(struct sr_mr *mr, uint32_t key)
 {
-	uint32_t key = (mr->index << 8) | sr_random8();
-
 	mr->ibmr.lkey = key;
 	/* A fast-registration MR has one key for both: the maps say what it grants. */
 	mr->ibmr.rkey = (mr->fr || (mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 						  IBV_ACCESS_REMOTE_ATOMIC | SR_ACCESS_FLUSH_GLOBAL |
 						  SR_ACCESS_FLUSH_PERSISTENT))) ? key : 0;
 	mr->ibmr.handle = mr->index;
+}
+
+static void mr_set_keys(struct sr_mr *mr)
+{
+	mr_set_keys_to(mr, (mr->index << 8) | sr_random8());
 }
 
 static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
@@ -616,8 +620,11 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 	}
 	pthread_mutex_lock(&t->lock);
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		/* The keys stay, as kernel rxe keeps them (a peer's rkey stays valid; what it
+		 * may do follows the new rights): only a right newly granted or withdrawn
+		 * makes the rkey appear or go. */
 		mr->access = access & SR_MR_ACCESS_OK;
-		mr_set_keys(mr);
+		mr_set_keys_to(mr, mr->ibmr.lkey);
 	}
 	t->slot[mr->index] = &mr->k;
 	sr_direct_mr_publish(mr);

@@ -7,6 +7,8 @@
  *   it sleeps there; it hung until its peer's 5 s timeout instead).
  * - IBV_ACCESS_ON_DEMAND in a QP's qp_access_flags is accepted, as kernel rxe does (mlx5
  *   ignores it); pyverbs's ODP tests set it at INIT.
+ * - ibv_rereg_mr with IBV_REREG_MR_CHANGE_ACCESS (or CHANGE_PD) keeps the MR's keys, as rxe
+ *   does, so the rkey a peer holds stays valid; the new rights apply to it at once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -118,12 +120,67 @@ static void test_qp_access_odp(void)
 	vu_buf_free(&b);
 }
 
+/* Rereg of the access keeps lkey and rkey; a peer's WRITE with the old rkey lands, and once
+ * remote write is withdrawn, the same rkey is refused (remote access error). */
+static void test_rereg_keeps_keys(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_pair p;
+	struct vu_buf a, b;
+	uint32_t lkey, rkey;
+	struct ibv_pd *pd2;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	REQUIRE(vu_buf_alloc(&dev, &a, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_pair_create(&dev, &q, NULL, &p) == 0);
+	lkey = b.mr->lkey;
+	rkey = b.mr->rkey;
+	CHECK(rkey != 0);
+
+	/* Same rights again (pyverbs's test), then other remote rights: keys unchanged. */
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, VU_ACCESS_ALL), 0);
+	CHECK_EQ(b.mr->lkey, lkey);
+	CHECK_EQ(b.mr->rkey, rkey);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), 0);
+	CHECK_EQ(b.mr->lkey, lkey);
+	CHECK_EQ(b.mr->rkey, rkey);
+	memset(a.p, 0x3c, 4096);
+	CHECK_EQ(vu_post_rdma(p.qp[0], 1, IBV_WR_RDMA_WRITE, a.mr, a.p, 4096, (uintptr_t)b.p, rkey,
+			      IBV_SEND_SIGNALED), 0);
+	vu_expect_wc(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 5000, __LINE__);
+	CHECK(!memcmp(a.p, b.p, 4096));
+
+	/* A PD change keeps them too. */
+	pd2 = ibv_alloc_pd(dev.ctx);
+	REQUIRE(pd2);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0), 0);
+	CHECK_EQ(b.mr->lkey, lkey);
+	CHECK_EQ(b.mr->rkey, rkey);
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_PD, dev.pd, NULL, 0, 0), 0);
+
+	/* Remote write withdrawn: the same rkey no longer writes. */
+	CHECK_EQ(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ), 0);
+	CHECK_EQ(b.mr->lkey, lkey);
+	CHECK_EQ(vu_post_rdma(p.qp[0], 2, IBV_WR_RDMA_WRITE, a.mr, a.p, 64, (uintptr_t)b.p, rkey,
+			      IBV_SEND_SIGNALED), 0);
+	vu_expect_wc(p.scq[0], 2, IBV_WC_REM_ACCESS_ERR, -1, 5000, __LINE__);
+
+	vu_pair_destroy(&p);
+	vu_buf_free(&a);
+	vu_buf_free(&b);
+	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
 	REQUIRE(vu_open(&dev) == 0);
 	test_eintr();
 	test_qp_access_odp();
+	test_rereg_keeps_keys();
 	vu_close(&dev);
 	return sr_test_done("test_compat");
 }
