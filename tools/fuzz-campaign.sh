@@ -7,7 +7,8 @@
 #
 #   -t SECONDS  per target (default 60)
 #   -l LABEL    what the table says about the run (default "campaign")
-#   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_rsocket (default: all)
+#   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_rsocket (default: all), each optionally with
+#               its own time: fuzz_rx:600
 #
 # Builds build-fuzz (make build-fuzz) if needed. The corpora grow in
 # build-fuzz/fuzz/campaign/corpus/<target> and are reused by the next campaign; crash inputs
@@ -33,17 +34,19 @@ camp=$bf/fuzz/campaign
 declare -A seeddir=([fuzz_rx]=rx [fuzz_rx_seq]=seq [fuzz_cm]=cm [fuzz_rsocket]=rs)
 export SOFTRDMA_STATS_DIR=${SOFTRDMA_STATS_DIR:-$bf/stats}
 rows=() total=0 crashes_all=0
-for t in "${targets[@]}"; do
+for spec in "${targets[@]}"; do
+	t=${spec%%:*} tsecs=$secs
+	[ "$spec" = "$t" ] || tsecs=${spec#*:}
 	corpus=$camp/corpus/$t art=$camp/artifacts/$t log=$camp/$t.log
 	mkdir -p "$corpus" "$art"
 	before=$(find "$art" -type f | wc -l)
 	dictname=${t%_seq}
 	dict=()
 	[ -f "$src/fuzz/$dictname.dict" ] && dict=(-dict="$src/fuzz/$dictname.dict")
-	echo "fuzz-campaign: $t for $secs s" >&2
+	echo "fuzz-campaign: $t for $tsecs s" >&2
 	start=$(date +%s)
 	# -fork=1 keeps going after a crash (each one is saved); -ignore_crashes counts them.
-	timeout $((secs + 300)) "$bf"/fuzz/$t "${dict[@]}" -max_total_time="$secs" -timeout=10 \
+	timeout $((tsecs + 300)) "$bf"/fuzz/$t "${dict[@]}" -max_total_time="$tsecs" -timeout=10 \
 		-rss_limit_mb=2048 -print_final_stats=1 -fork=1 -ignore_crashes=1 \
 		-ignore_timeouts=1 -ignore_ooms=1 -artifact_prefix="$art"/ \
 		"$corpus" "$camp"/seeds/"${seeddir[$t]}" >"$log" 2>&1 || true
