@@ -368,6 +368,9 @@ int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc);
 /* Would a successful completion posted now raise the channel event (a consumer sleeps on it)? */
 bool sr_cq_would_notify(struct sr_cq *cq, bool solicited);
 int sr_cq_count(struct sr_cq *cq);
+/* Removes the completions of QP qpn that wait in cq (a QP moved to RESET, as ConnectX
+ * providers clean its CQs): its send completions, and its receive completions when `recv`. */
+void sr_cq_purge_qp(struct sr_cq *cq, uint32_t qpn, bool recv);
 
 /* ---- receive queues (QP RQ or SRQ) -------------------------------------------------------- */
 struct sr_rwqe {

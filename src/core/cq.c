@@ -329,6 +329,28 @@ int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
 	return got;
 }
 
+void sr_cq_purge_qp(struct sr_cq *cq, uint32_t qpn, bool recv)
+{
+	uint32_t w, r;
+
+	pthread_mutex_lock(&cq->lock);
+	for (w = r = cq->tail; r != cq->head; r++) {
+		const struct ibv_wc *wc = &cq->ring[r & cq->mask];
+
+		if (wc->qp_num == qpn && (recv || !(wc->opcode & IBV_WC_RECV)))
+			continue;
+		if (w != r)
+			cq->ring[w & cq->mask] = cq->ring[r & cq->mask];
+		w++;
+	}
+	cq->head = w;
+	if (cq->in_backlog && cq->head - cq->tail < SR_CQ_BACKLOG) {
+		cq->in_backlog = false;
+		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
+	}
+	pthread_mutex_unlock(&cq->lock);
+}
+
 int sr_cq_count(struct sr_cq *cq)
 {
 	int n;

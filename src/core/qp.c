@@ -785,6 +785,19 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 			set_state(qp, next);
 			sr_transport_reset(qp);
 			qp->seg = 0;
+			/* Its completions still in its CQs go, as ConnectX providers clean the
+			 * CQs of a QP moved to RESET (kernel rxe leaves them). Receive
+			 * completions of a QP on an SRQ stay: their WQEs came from the SRQ and
+			 * cannot go back to it. */
+			{
+				bool own_rq = !qp->srq && qp->type != IBV_QPT_XRC_RECV;
+
+				if (qp->scq)
+					sr_cq_purge_qp(qp->scq, qp->qpx.qp_base.qp_num,
+						       own_rq && qp->rcq == qp->scq);
+				if (qp->rcq && qp->rcq != qp->scq && own_rq)
+					sr_cq_purge_qp(qp->rcq, qp->qpx.qp_base.qp_num, true);
+			}
 			break;
 		case IBV_QPS_RTR:
 			if (qp->type == IBV_QPT_UD)

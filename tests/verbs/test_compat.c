@@ -9,6 +9,9 @@
  *   ignores it); pyverbs's ODP tests set it at INIT.
  * - ibv_rereg_mr with IBV_REREG_MR_CHANGE_ACCESS (or CHANGE_PD) keeps the MR's keys, as rxe
  *   does, so the rkey a peer holds stays valid; the new rights apply to it at once.
+ * - moving a QP to RESET removes its completions still waiting in its CQs, as ConnectX
+ *   providers do (pyverbs's tests reuse a QP after RESET and expect no stale completion),
+ *   and leaves the other QPs' completions in a shared CQ in their order.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -174,6 +177,65 @@ static void test_rereg_keeps_keys(void)
 	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
 }
 
+/* Two QPs on one CQ (send and receive), both flushed into it; RESET of one removes exactly
+ * its completions. */
+static void test_reset_cleans_cq(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct ibv_cq *cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *qa, *qb;
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	struct vu_buf b;
+	struct ibv_wc wc[16];
+	int n;
+
+	REQUIRE(cq);
+	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	qa = vu_qp_create(&dev, cq, cq, &q);
+	qb = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(qa && qb);
+	CHECK_EQ(vu_qp_to_init(qa, &c), 0);
+	CHECK_EQ(vu_qp_to_init(qb, &c), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(vu_post_recv(qa, 100 + i, b.mr, b.p, 64), 0);
+	CHECK_EQ(vu_post_recv(qb, 200, b.mr, b.p, 64), 0);
+	CHECK_EQ(ibv_modify_qp(qb, &at, IBV_QP_STATE), 0);	/* B's flush first */
+	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
+	CHECK_EQ(vu_post_recv(qb, 201, b.mr, b.p, 64), 0);	/* flushed at once in ERR */
+	CHECK_EQ(vu_post_send(qa, 300, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
+	CHECK_EQ(vu_post_send(qb, 400, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
+
+	at.qp_state = IBV_QPS_RESET;
+	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
+	n = vu_drain(cq, wc, 16, 50);
+	CHECK_EQ(n, 3);
+	for (int i = 0; i < n && i < 16; i++) {
+		CHECK_EQ(wc[i].qp_num, qb->qp_num);
+		CHECK_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+	}
+	if (n == 3) {
+		CHECK_EQ(wc[0].wr_id, 200);
+		CHECK_EQ(wc[1].wr_id, 201);
+		CHECK_EQ(wc[2].wr_id, 400);
+	}
+	/* The QP is reusable from RESET, with nothing stale. */
+	CHECK_EQ(vu_qp_to_init(qa, &c), 0);
+	CHECK_EQ(vu_post_recv(qa, 500, b.mr, b.p, 64), 0);
+	at.qp_state = IBV_QPS_ERR;
+	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
+	n = vu_drain(cq, wc, 16, 50);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(wc[0].wr_id, 500);
+
+	CHECK_EQ(ibv_destroy_qp(qa), 0);
+	CHECK_EQ(ibv_destroy_qp(qb), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	vu_buf_free(&b);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -181,6 +243,7 @@ int main(void)
 	test_eintr();
 	test_qp_access_odp();
 	test_rereg_keeps_keys();
+	test_reset_cleans_cq();
 	vu_close(&dev);
 	return sr_test_done("test_compat");
 }
