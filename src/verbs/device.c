@@ -92,7 +92,10 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	pthread_mutex_init(&ctx->ev_lock, NULL);
 	c = &ctx->vctx.context;
 	c->device = dev;
-	c->cmd_fd = -1;
+	/* No command goes through a kernel here, but programs take cmd_fd for an open fd (pyverbs
+	 * dups it to try ibv_import_device, which then fails with EOPNOTSUPP): one that
+	 * stands for the context and grants nothing, closed with it. */
+	c->cmd_fd = eventfd(0, EFD_CLOEXEC);
 	c->async_fd = eventfd(0, EFD_CLOEXEC);	/* a level flag (core/cq.c) */
 	c->num_comp_vectors = 1;
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -116,8 +119,12 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 	ctx->vctx.create_srq_ex = sr_v_create_srq_ex;
 	ctx->vctx.get_srq_num = sr_v_get_srq_num;
 	ctx->vctx.open_qp = sr_v_open_qp;
-	if (c->async_fd < 0) {
+	if (c->async_fd < 0 || c->cmd_fd < 0) {
 		ret = -errno;
+		if (c->async_fd >= 0)
+			close(c->async_fd);
+		if (c->cmd_fd >= 0)
+			close(c->cmd_fd);
 		sr_nic_put(ctx->dev);
 		free(ctx);
 		return sr_null(ret);
@@ -130,6 +137,7 @@ int ibv_close_device(struct ibv_context *c)
 	struct sr_ctx *ctx = sr_ctx(c);
 
 	close(c->async_fd);
+	close(c->cmd_fd);
 	sr_nic_put(ctx->dev);
 	free(ctx->evq);
 	free(ctx);

@@ -12,8 +12,12 @@
  * - moving a QP to RESET removes its completions still waiting in its CQs, as ConnectX
  *   providers do (pyverbs's tests reuse a QP after RESET and expect no stale completion),
  *   and leaves the other QPs' completions in a shared CQ in their order.
+ * - a context's cmd_fd is an open fd (pyverbs dups it to try ibv_import_device; with -1 its
+ *   shared-PD test errored instead of skipping), and importing a context, PD or MR fails
+ *   with EOPNOTSUPP (pyverbs then skips).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -236,6 +240,36 @@ static void test_reset_cleans_cq(void)
 	vu_buf_free(&b);
 }
 
+/* cmd_fd: open, close-on-exec, dup-able; imports are EOPNOTSUPP. */
+static void test_cmd_fd_import(void)
+{
+	int fd = dev.ctx->cmd_fd, d, fl;
+	struct ibv_context *ic;
+	struct ibv_pd *ipd;
+	struct ibv_mr *imr;
+
+	CHECK(fd >= 0);
+	fl = fcntl(fd, F_GETFD);
+	CHECK(fl >= 0 && (fl & FD_CLOEXEC));
+	CHECK(fd != dev.ctx->async_fd);
+	d = dup(fd);
+	CHECK(d >= 0);
+	errno = 0;
+	ic = ibv_import_device(d);
+	CHECK(!ic);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	ipd = ibv_import_pd(dev.ctx, dev.pd->handle);
+	CHECK(!ipd);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	errno = 0;
+	imr = ibv_import_mr(dev.pd, 1);
+	CHECK(!imr);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	if (d >= 0)
+		close(d);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -244,6 +278,7 @@ int main(void)
 	test_qp_access_odp();
 	test_rereg_keeps_keys();
 	test_reset_cleans_cq();
+	test_cmd_fd_import();
 	vu_close(&dev);
 	return sr_test_done("test_compat");
 }
