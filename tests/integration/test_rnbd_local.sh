@@ -39,7 +39,7 @@ stop_nbdkit() {
 	wait "$NBDKIT_PID" 2>/dev/null
 }
 
-start_nbdkit rw local="$EXP" device=disk.img session=t1 || sr_finish
+start_nbdkit rw local="$EXP" device=disk.img session=t1 stats="$SR_TMP/rw.stats" || sr_finish
 sr_expect_eq "export size" $((MB * 2 * 1048576)) "$(nbdinfo --size "$URI")"
 nbdinfo "$URI" >"$SR_TMP/info.out" 2>&1
 sr_expect_grep "multi-conn" "can_multi_conn: true" "$SR_TMP/info.out"
@@ -96,7 +96,24 @@ else
 	sr_fail "fio"; sr_tail "$SR_TMP/fio.out" >&2
 fi
 sr_expect_grep "fio saw no error" "err= 0" "$SR_TMP/fio.out"
-stop_nbdkit
+sleep 1.2	# the counters, read while nbdkit runs
+sr_expect_grep "live counters: writes" "^writes [1-9]" "$SR_TMP/rw.stats"
+sr_expect_grep "live counters: bytes read" "^bytes_read [1-9]" "$SR_TMP/rw.stats"
+sr_expect_grep "live counters: no errors" "^errors 0$" "$SR_TMP/rw.stats"
+
+# FUA and FLUSH: the data is in the server's file when the server dies (SIGKILL) right after
+# the answer. (A killed process loses no page cache, so this checks that the answer comes after
+# the write; that FUA is RWF_DSYNC and FLUSH fdatasync is test_rnbd_dev's and docs/rnbd.md's.)
+timeout 30 qemu-io -f raw -c 'write -f -P 0xcd 9437184 65536' "$URI" >"$SR_TMP/fua.out" 2>&1
+kill -KILL "$NBDKIT_PID"; wait "$NBDKIT_PID" 2>/dev/null
+python3 -c 'import sys; d=open(sys.argv[1],"rb"); d.seek(9437184); sys.exit(0 if d.read(65536)==b"\xcd"*65536 else 1)' \
+	"$EXP/disk.img" && sr_ok "FUA write present after SIGKILL" || { sr_fail "FUA write lost"; sr_tail "$SR_TMP/fua.out" >&2; }
+start_nbdkit rw2 local="$EXP" device=disk.img session=t3 || sr_finish
+timeout 30 qemu-io -f raw -c 'write -P 0xce 10485760 65536' -c 'flush' "$URI" >"$SR_TMP/flush.out" 2>&1
+kill -KILL "$NBDKIT_PID"; wait "$NBDKIT_PID" 2>/dev/null
+python3 -c 'import sys; d=open(sys.argv[1],"rb"); d.seek(10485760); sys.exit(0 if d.read(65536)==b"\xce"*65536 else 1)' \
+	"$EXP/disk.img" && sr_ok "write + FLUSH present after SIGKILL" || { sr_fail "flushed write lost"; sr_tail "$SR_TMP/flush.out" >&2; }
+
 
 # read-only: the export is read-only, a write is refused, the file is unchanged
 sum=$(md5sum <"$EXP/disk.img")

@@ -18,6 +18,9 @@
 #include <nbdkit-plugin.h>
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,11 @@ static unsigned npaths;
 static const char *device;
 static const char *local_dir;
 static unsigned access_mode = RNBD_ACCESS_RW;
+static const char *stats_file;
+static pthread_t stats_thread;
+static bool stats_running;
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stats_cv = PTHREAD_COND_INITIALIZER;
 
 static struct rnbd_clt *clt;
 /* unaligned writes are read-modify-write of whole sectors: one at a time */
@@ -51,6 +59,8 @@ static int rnbd_config(const char *key, const char *value)
 		paths[npaths++] = value;
 	} else if (!strcmp(key, "device")) {
 		device = value;
+	} else if (!strcmp(key, "stats")) {
+		stats_file = value;
 	} else if (!strcmp(key, "local")) {
 		local_dir = value;
 	} else if (!strcmp(key, "access")) {
@@ -99,7 +109,41 @@ static int rnbd_config_complete(void)
 	"path=[SRC@]DST[:PORT]    one RTRS path (repeat for more)\n" \
 	"device=NAME              device to open, relative to the server's search path\n" \
 	"access=ro|rw|migration   access mode (default rw)\n" \
-	"local=DIR                run the RNBD server in this process, exporting DIR"
+	"local=DIR                run the RNBD server in this process, exporting DIR\n" \
+	"stats=FILE               the counters, rewritten every second while nbdkit runs"
+
+/* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
+static void stats_write(void)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", stats_file);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, "session %s\ndevice %s\naccess %s\n", sessname, device,
+		rnbd_access_mode_str(access_mode));
+	rnbd_clt_stats_print(clt, f);
+	if (fclose(f) == 0)
+		rename(tmp, stats_file);
+}
+
+static void *stats_main(void *arg)
+{
+	struct timespec t;
+
+	pthread_mutex_lock(&stats_lock);
+	while (stats_running) {
+		stats_write();
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 1;
+		pthread_cond_timedwait(&stats_cv, &stats_lock, &t);
+	}
+	stats_write();
+	pthread_mutex_unlock(&stats_lock);
+	return NULL;
+}
 
 static int rnbd_after_fork(void)
 {
@@ -127,11 +171,23 @@ static int rnbd_after_fork(void)
 	}
 	nbdkit_debug("rnbd: %s open, id %u, %llu sectors, max io %u", device, clt->a.device_id,
 		     (unsigned long long)clt->a.nsectors, clt->max_io);
+	if (stats_file) {
+		stats_running = true;
+		if (pthread_create(&stats_thread, NULL, stats_main, NULL))
+			stats_running = false;
+	}
 	return 0;
 }
 
 static void rnbd_cleanup(void)
 {
+	if (stats_running) {
+		pthread_mutex_lock(&stats_lock);
+		stats_running = false;
+		pthread_cond_signal(&stats_cv);
+		pthread_mutex_unlock(&stats_lock);
+		pthread_join(stats_thread, NULL);
+	}
 	if (clt) {
 		rnbd_clt_close(clt);
 		rnbd_clt_free(clt);

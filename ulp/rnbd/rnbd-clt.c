@@ -2,6 +2,7 @@
 /* The RNBD client's request logic (rnbd-clt.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,27 @@ void rnbd_clt_free(struct rnbd_clt *c)
 	free(c);
 }
 
+static void count(struct rnbd_clt *c, uint32_t op, uint64_t len, int rc)
+{
+	if (rc) {
+		atomic_fetch_add(&c->c.errors, 1);
+		return;
+	}
+	switch (op) {
+	case RNBD_OP_READ:
+		atomic_fetch_add(&c->c.reads, 1);
+		atomic_fetch_add(&c->c.bytes_read, len);
+		break;
+	case RNBD_OP_WRITE:
+		atomic_fetch_add(&c->c.writes, 1);
+		atomic_fetch_add(&c->c.bytes_written, len);
+		break;
+	case RNBD_OP_FLUSH: atomic_fetch_add(&c->c.flushes, 1); break;
+	case RNBD_OP_DISCARD: atomic_fetch_add(&c->c.discards, 1); break;
+	default: atomic_fetch_add(&c->c.write_zeroes, 1); break;
+	}
+}
+
 int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf)
 {
 	uint32_t op = rnbd_op(rw), flags = rnbd_flags(rw), piece;
@@ -175,7 +197,9 @@ int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, voi
 		rnbd_enc_io(&m, c->a.device_id, 0, rw, 0, 0);
 		waiter_init(&w);
 		send_one(c, &w, RNBD_DIR_WRITE, &m, sizeof(m), NULL, 0);
-		return waiter_wait(&w);
+		int rc = waiter_wait(&w);
+		count(c, op, 0, rc);
+		return rc;
 	}
 	if (len == 0)
 		return 0;
@@ -199,5 +223,19 @@ int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, voi
 	}
 	int rc = waiter_wait(&w);
 	free(msgs);
+	count(c, op, len, rc);
 	return rc;
+}
+
+void rnbd_clt_stats_print(struct rnbd_clt *c, FILE *f)
+{
+	fprintf(f, "device_id %u\nnsectors %llu\nmax_io %u\n", c->a.device_id,
+		(unsigned long long)c->a.nsectors, c->max_io);
+	fprintf(f, "reads %llu\nwrites %llu\nflushes %llu\ndiscards %llu\nwrite_zeroes %llu\n",
+		(unsigned long long)c->c.reads, (unsigned long long)c->c.writes,
+		(unsigned long long)c->c.flushes, (unsigned long long)c->c.discards,
+		(unsigned long long)c->c.write_zeroes);
+	fprintf(f, "bytes_read %llu\nbytes_written %llu\nerrors %llu\n",
+		(unsigned long long)c->c.bytes_read, (unsigned long long)c->c.bytes_written,
+		(unsigned long long)c->c.errors);
 }

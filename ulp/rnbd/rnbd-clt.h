@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "rnbd-msg.h"
 #include "rnbd-dev.h"	/* rnbd_done_fn */
@@ -36,7 +37,14 @@ struct rnbd_clt {
 	unsigned mode;
 	struct rnbd_dev_attrs a;	/* from OPEN_RSP */
 	uint32_t max_io;		/* bytes: min(transport, device) */
+	struct {			/* counted per request (before splitting) */
+		_Atomic uint64_t reads, writes, flushes, discards, write_zeroes;
+		_Atomic uint64_t bytes_read, bytes_written, errors;
+	} c;
 };
+
+/* Counters as "name value" lines (the plugin's stats= file). */
+void rnbd_clt_stats_print(struct rnbd_clt *c, FILE *f);
 
 /* SESS_INFO exchange; takes ownership of ctx (closed by rnbd_clt_free). 0 or -errno. */
 int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **out);
