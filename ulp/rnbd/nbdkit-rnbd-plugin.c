@@ -44,8 +44,6 @@ static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stats_cv = PTHREAD_COND_INITIALIZER;
 
 static struct rnbd_clt *clt;
-/* unaligned writes are read-modify-write of whole sectors: one at a time */
-static pthread_mutex_t rmw_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int rnbd_config(const char *key, const char *value)
 {
@@ -231,69 +229,15 @@ static int fail(int rc)
 	return -1;
 }
 
-#define SECT_MASK ((uint64_t)RNBD_SECTOR_SIZE - 1)
-
-/* The aligned range covering [off, off+count), read into a bounce buffer. */
-static int read_cover(uint64_t off, uint32_t count, uint8_t **buf, uint64_t *aoff, uint64_t *alen)
-{
-	*aoff = off & ~SECT_MASK;
-	*alen = ((off + count + SECT_MASK) & ~SECT_MASK) - *aoff;
-	if (posix_memalign((void **)buf, 4096, *alen))
-		return -ENOMEM;
-	int rc = rnbd_clt_io(clt, RNBD_OP_READ, *aoff, *alen, *buf);
-	if (rc)
-		free(*buf);
-	return rc;
-}
-
 static int rnbd_pread(void *h, void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
-	uint8_t *b;
-	uint64_t aoff, alen;
-	int rc;
-
-	if (!((offset | count) & SECT_MASK)) {
-		rc = rnbd_clt_io(clt, RNBD_OP_READ, offset, count, buf);
-		return rc ? fail(rc) : 0;
-	}
-	rc = read_cover(offset, count, &b, &aoff, &alen);
-	if (rc)
-		return fail(rc);
-	memcpy(buf, b + (offset - aoff), count);
-	free(b);
-	return 0;
-}
-
-/* Writes buf (NULL: zeroes) at an unaligned range: read, merge, write the whole sectors. */
-static int write_unaligned(const void *buf, uint32_t count, uint64_t offset, uint32_t rw)
-{
-	uint8_t *b;
-	uint64_t aoff, alen;
-	int rc;
-
-	pthread_mutex_lock(&rmw_lock);
-	rc = read_cover(offset, count, &b, &aoff, &alen);
-	if (!rc) {
-		if (buf)
-			memcpy(b + (offset - aoff), buf, count);
-		else
-			memset(b + (offset - aoff), 0, count);
-		rc = rnbd_clt_io(clt, rw, aoff, alen, b);
-		free(b);
-	}
-	pthread_mutex_unlock(&rmw_lock);
-	return rc;
+	int rc = rnbd_clt_pread(clt, buf, count, offset);
+	return rc ? fail(rc) : 0;
 }
 
 static int rnbd_pwrite(void *h, const void *buf, uint32_t count, uint64_t offset, uint32_t flags)
 {
-	uint32_t rw = RNBD_OP_WRITE | (flags & NBDKIT_FLAG_FUA ? RNBD_F_FUA : 0);
-	int rc;
-
-	if (!((offset | count) & SECT_MASK))
-		rc = rnbd_clt_io(clt, rw, offset, count, (void *)buf);
-	else
-		rc = write_unaligned(buf, count, offset, rw);
+	int rc = rnbd_clt_pwrite(clt, buf, count, offset, flags & NBDKIT_FLAG_FUA ? RNBD_F_FUA : 0);
 	return rc ? fail(rc) : 0;
 }
 
@@ -303,47 +247,19 @@ static int rnbd_flush(void *h, uint32_t flags)
 	return rc ? fail(rc) : 0;
 }
 
-/* The whole sectors inside [off, off+count): *alen 0 when there are none. */
-static void inner(uint64_t off, uint32_t count, uint64_t *aoff, uint64_t *alen)
-{
-	uint64_t s = (off + SECT_MASK) & ~SECT_MASK, e = (off + count) & ~SECT_MASK;
-	*aoff = s;
-	*alen = e > s ? e - s : 0;
-}
-
 static int rnbd_trim(void *h, uint32_t count, uint64_t offset, uint32_t flags)
 {
-	uint64_t aoff, alen;
-	int rc = 0;
-
-	/* trimming is advisory: the partial sectors at the edges keep their data */
-	inner(offset, count, &aoff, &alen);
-	if (alen)
-		rc = rnbd_clt_io(clt, RNBD_OP_DISCARD | (flags & NBDKIT_FLAG_FUA ? RNBD_F_FUA : 0),
-				 aoff, alen, NULL);
-	else if (flags & NBDKIT_FLAG_FUA)
-		rc = rnbd_clt_io(clt, RNBD_OP_FLUSH, 0, 0, NULL);
+	int rc = rnbd_clt_trim(clt, count, offset, flags & NBDKIT_FLAG_FUA ? RNBD_F_FUA : 0);
 	return rc ? fail(rc) : 0;
 }
 
 static int rnbd_zero(void *h, uint32_t count, uint64_t offset, uint32_t flags)
 {
-	uint32_t fua = flags & NBDKIT_FLAG_FUA ? RNBD_F_FUA : 0;
-	uint64_t aoff, alen;
-	int rc = 0;
+	int rc;
 
 	if (flags & NBDKIT_FLAG_FAST_ZERO)
 		return fail(EOPNOTSUPP);
-	inner(offset, count, &aoff, &alen);
-	if (alen == 0)
-		return write_unaligned(NULL, count, offset, RNBD_OP_WRITE | fua) ? fail(EIO) : 0;
-	if (aoff > offset)
-		rc = write_unaligned(NULL, aoff - offset, offset, RNBD_OP_WRITE | fua);
-	if (!rc)
-		rc = rnbd_clt_io(clt, RNBD_OP_WRITE_ZEROES | fua, aoff, alen, NULL);
-	if (!rc && aoff + alen < offset + count)
-		rc = write_unaligned(NULL, offset + count - (aoff + alen), aoff + alen,
-				     RNBD_OP_WRITE | fua);
+	rc = rnbd_clt_zero(clt, count, offset, flags & NBDKIT_FLAG_FUA ? RNBD_F_FUA : 0);
 	return rc ? fail(rc) : 0;
 }
 

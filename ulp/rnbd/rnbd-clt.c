@@ -84,6 +84,7 @@ int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **
 	}
 	c->ops = ops;
 	c->ctx = ctx;
+	pthread_mutex_init(&c->rmw_lock, NULL);
 	rnbd_enc_sess_info(&m, RNBD_PROTO_VER_MAJOR);
 	memset(&rsp, 0, sizeof(rsp));
 	rc = rnbd_clt_raw(c, RNBD_DIR_READ, &m, sizeof(m), &rsp, sizeof(rsp));
@@ -142,6 +143,7 @@ void rnbd_clt_free(struct rnbd_clt *c)
 	if (!c)
 		return;
 	c->ops->close(c->ctx);
+	pthread_mutex_destroy(&c->rmw_lock);
 	free(c);
 }
 
@@ -238,4 +240,103 @@ void rnbd_clt_stats_print(struct rnbd_clt *c, FILE *f)
 	fprintf(f, "bytes_read %llu\nbytes_written %llu\nerrors %llu\n",
 		(unsigned long long)c->c.bytes_read, (unsigned long long)c->c.bytes_written,
 		(unsigned long long)c->c.errors);
+}
+
+#define SECT_MASK ((uint64_t)RNBD_SECTOR_SIZE - 1)
+
+/* The whole sectors covering [off, off+count), read into a new bounce buffer. */
+static int read_cover(struct rnbd_clt *c, uint64_t off, uint64_t count, uint8_t **buf,
+		      uint64_t *aoff, uint64_t *alen)
+{
+	int rc;
+
+	*aoff = off & ~SECT_MASK;
+	*alen = ((off + count + SECT_MASK) & ~SECT_MASK) - *aoff;
+	if (posix_memalign((void **)buf, 4096, *alen))
+		return -ENOMEM;
+	rc = rnbd_clt_io(c, RNBD_OP_READ, *aoff, *alen, *buf);
+	if (rc)
+		free(*buf);
+	return rc;
+}
+
+int rnbd_clt_pread(struct rnbd_clt *c, void *buf, uint64_t count, uint64_t off)
+{
+	uint64_t aoff, alen;
+	uint8_t *b;
+	int rc;
+
+	if (!((off | count) & SECT_MASK))
+		return rnbd_clt_io(c, RNBD_OP_READ, off, count, buf);
+	rc = read_cover(c, off, count, &b, &aoff, &alen);
+	if (rc)
+		return rc;
+	memcpy(buf, b + (off - aoff), count);
+	free(b);
+	return 0;
+}
+
+int rnbd_clt_pwrite(struct rnbd_clt *c, const void *buf, uint64_t count, uint64_t off,
+		    uint32_t flags)
+{
+	uint32_t rw = RNBD_OP_WRITE | (flags & RNBD_F_FUA);
+	uint64_t aoff, alen;
+	uint8_t *b;
+	int rc;
+
+	if (buf && !((off | count) & SECT_MASK))
+		return rnbd_clt_io(c, rw, off, count, (void *)buf);
+	if (count == 0)
+		return 0;
+	pthread_mutex_lock(&c->rmw_lock);
+	rc = read_cover(c, off, count, &b, &aoff, &alen);
+	if (!rc) {
+		if (buf)
+			memcpy(b + (off - aoff), buf, count);
+		else
+			memset(b + (off - aoff), 0, count);
+		rc = rnbd_clt_io(c, rw, aoff, alen, b);
+		free(b);
+	}
+	pthread_mutex_unlock(&c->rmw_lock);
+	return rc;
+}
+
+/* The whole sectors inside [off, off+count): *alen 0 when there are none. */
+static void inner(uint64_t off, uint64_t count, uint64_t *aoff, uint64_t *alen)
+{
+	uint64_t s = (off + SECT_MASK) & ~SECT_MASK, e = (off + count) & ~SECT_MASK;
+
+	*aoff = s;
+	*alen = e > s ? e - s : 0;
+}
+
+int rnbd_clt_zero(struct rnbd_clt *c, uint64_t count, uint64_t off, uint32_t flags)
+{
+	uint32_t fua = flags & RNBD_F_FUA;
+	uint64_t aoff, alen;
+	int rc = 0;
+
+	inner(off, count, &aoff, &alen);
+	if (alen == 0)
+		return rnbd_clt_pwrite(c, NULL, count, off, fua);
+	if (aoff > off)
+		rc = rnbd_clt_pwrite(c, NULL, aoff - off, off, fua);
+	if (!rc)
+		rc = rnbd_clt_io(c, RNBD_OP_WRITE_ZEROES | fua, aoff, alen, NULL);
+	if (!rc && aoff + alen < off + count)
+		rc = rnbd_clt_pwrite(c, NULL, off + count - (aoff + alen), aoff + alen, fua);
+	return rc;
+}
+
+int rnbd_clt_trim(struct rnbd_clt *c, uint64_t count, uint64_t off, uint32_t flags)
+{
+	uint64_t aoff, alen;
+
+	inner(off, count, &aoff, &alen);
+	if (alen)
+		return rnbd_clt_io(c, RNBD_OP_DISCARD | (flags & RNBD_F_FUA), aoff, alen, NULL);
+	if (flags & RNBD_F_FUA)
+		return rnbd_clt_io(c, RNBD_OP_FLUSH, 0, 0, NULL);
+	return 0;
 }

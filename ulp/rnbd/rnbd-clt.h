@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <pthread.h>
 
 #include "rnbd-msg.h"
 #include "rnbd-dev.h"	/* rnbd_done_fn */
@@ -37,6 +38,7 @@ struct rnbd_clt {
 	unsigned mode;
 	struct rnbd_dev_attrs a;	/* from OPEN_RSP */
 	uint32_t max_io;		/* bytes: min(transport, device) */
+	pthread_mutex_t rmw_lock;	/* unaligned writes: one read-modify-write at a time */
 	struct {			/* counted per request (before splitting) */
 		_Atomic uint64_t reads, writes, flushes, discards, write_zeroes;
 		_Atomic uint64_t bytes_read, bytes_written, errors;
@@ -61,6 +63,19 @@ void rnbd_clt_free(struct rnbd_clt *c);
  */
 int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf);
 
+/*
+ * Byte-granular requests (what NBD allows): the whole sectors go as they are; a partial sector
+ * at either edge is read, merged and written back (read-modify-write, one at a time per
+ * client). flags: RNBD_F_FUA or 0. pwrite with buf NULL writes zeroes. zero: WRITE_ZEROES for
+ * the whole sectors, zeroes written at the edges. trim: DISCARD of the whole sectors inside the
+ * range (the partial ones keep their data: discarding is advisory).
+ */
+int rnbd_clt_pread(struct rnbd_clt *c, void *buf, uint64_t count, uint64_t off);
+int rnbd_clt_pwrite(struct rnbd_clt *c, const void *buf, uint64_t count, uint64_t off,
+		    uint32_t flags);
+int rnbd_clt_zero(struct rnbd_clt *c, uint64_t count, uint64_t off, uint32_t flags);
+int rnbd_clt_trim(struct rnbd_clt *c, uint64_t count, uint64_t off, uint32_t flags);
+
 /* Sends one raw message and waits (tests: hostile messages). */
 int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, void *data,
 		 size_t datalen);
@@ -69,5 +84,9 @@ int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, vo
  * the messages passed by function call. For tests and for trying the client without RTRS. */
 int rnbd_local_new(const char *search_path, const char *sessname, const struct rnbd_xport_ops **ops,
 		   void **ctx);
+/* The same on a store the caller owns (several clients of one server: access rules). */
+struct rnbd_store;
+int rnbd_local_new_on(struct rnbd_store *st, const char *sessname,
+		      const struct rnbd_xport_ops **ops, void **ctx);
 
 #endif

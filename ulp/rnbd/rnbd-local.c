@@ -12,7 +12,7 @@
 #include "rnbd-srv.h"
 
 struct local {
-	struct rnbd_store *st;
+	struct rnbd_store *st;		/* NULL: the caller's */
 	struct rnbd_srv_sess *sess;
 };
 
@@ -32,7 +32,8 @@ static void local_close(void *ctx)
 	struct local *l = ctx;
 
 	rnbd_srv_sess_free(l->sess);
-	rnbd_store_free(l->st);
+	if (l->st)
+		rnbd_store_free(l->st);
 	free(l);
 }
 
@@ -57,6 +58,24 @@ int rnbd_local_new(const char *search_path, const char *sessname,
 		if (rc)
 			rnbd_store_free(l->st);
 	}
+	if (rc) {
+		free(l);
+		return rc;
+	}
+	*ops = &local_ops;
+	*ctx = l;
+	return 0;
+}
+
+int rnbd_local_new_on(struct rnbd_store *st, const char *sessname,
+		      const struct rnbd_xport_ops **ops, void **ctx)
+{
+	struct local *l = calloc(1, sizeof(*l));
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	rc = rnbd_srv_sess_new(st, sessname, &l->sess);
 	if (rc) {
 		free(l);
 		return rc;
