@@ -684,7 +684,8 @@ static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 		sr_mr_put(mr);
 		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
 	}
-	/* Real CPU atomics: atomic against the application's own atomics too (ATOMIC_GLOB). */
+	/* Real CPU atomics: atomic against the application's own atomics too (more than the
+	 * IBV_ATOMIC_HCA the device reports). */
 	if ((pkt->opcode & 0x1f) == SR_OP_CMP_SWAP) {
 		orig = sr_atmeth_compare(a);
 		__atomic_compare_exchange_n((uint64_t *)ptr, &orig, sr_atmeth_swap_add(a), false,

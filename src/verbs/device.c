@@ -178,8 +178,11 @@ void sr_fill_device_attr(struct sr_ctx *ctx, struct ibv_device_attr *a)
 	a->max_qp_init_rd_atom = SR_MAX_RD_ATOMIC;
 	a->max_res_rd_atom = (int)p->max_qp * SR_MAX_RD_ATOMIC;
 	/* The responder's atomics are CPU atomics on the target memory: atomic against every
-	 * other QP and against the application's own atomic instructions. */
-	a->atomic_cap = IBV_ATOMIC_GLOB;
+	 * other QP and against the application's own atomic instructions, which is
+	 * IBV_ATOMIC_GLOB's promise. HCA (atomic against this device's other atomics) is
+	 * reported, as kernel rxe does: a weaker claim, so still true, and the one UCX and others
+	 * require before they use atomics at all (docs/architecture.md, Atomics). */
+	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_mcast_grp = SR_MAX_MCAST;
 	a->max_mcast_qp_attach = 64;
 	a->max_total_mcast_qp_attach = SR_MAX_MCAST * 64;

@@ -70,7 +70,7 @@ sr_expect_grep "devinfo -v: phys_state" 'phys_state:[[:space:]]+LINK_UP \(5\)' "
 # (src/core/addr.h, src/net/udp.c).
 sr_expect_grep "devinfo -v: GID[0] is a loopback RoCE v2 GID" \
 	'GID\[ *0\]:[[:space:]]+::([0-9a-f]{1,4}:)?ffff:127\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$' "$f"
-sr_expect_eq "devinfo -v: atomic_cap" "ATOMIC_GLOB (2)" "$(field "$f" atomic_cap)"
+sr_expect_eq "devinfo -v: atomic_cap" "ATOMIC_HCA (1)" "$(field "$f" atomic_cap)"
 sr_expect_eq "devinfo -v: transport" "InfiniBand (0)" "$(field "$f" transport)"
 sr_expect_eq "devinfo -v: max_pkeys" 1 "$(field "$f" max_pkeys)"
 expect_field_ge "$f" gid_tbl_len 1

@@ -15,6 +15,9 @@
  * - a context's cmd_fd is an open fd (pyverbs dups it to try ibv_import_device; with -1 its
  *   shared-PD test errored instead of skipping), and importing a context, PD or MR fails
  *   with EOPNOTSUPP (pyverbs then skips).
+ * - atomic_cap is IBV_ATOMIC_HCA (as rxe and ConnectX report; UCX uses atomics only then),
+ *   while the atomics stay atomic against the target's own CPU atomics (docs/architecture.md,
+ *   Atomics).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -270,6 +273,67 @@ static void test_cmd_fd_import(void)
 		close(d);
 }
 
+static uint64_t *race_word;
+static volatile int race_go;
+
+static void *cpu_adder(void *arg)
+{
+	(void)arg;
+	while (!race_go)
+		;
+	for (int i = 0; i < 100000; i++)
+		__atomic_fetch_add(race_word, 1000000, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* The report, and FETCH_ADD / CMP_SWAP racing with the target's CPU atomics. */
+static void test_atomics(void)
+{
+	struct ibv_device_attr da;
+	struct ibv_device_attr_ex dx;
+	struct vu_qp_cfg q;
+	struct vu_pair p;
+	struct vu_buf a, b;
+	pthread_t t;
+	uint64_t *res;
+	const int n = 320;
+
+	CHECK_EQ(ibv_query_device(dev.ctx, &da), 0);
+	CHECK_EQ(da.atomic_cap, IBV_ATOMIC_HCA);
+	CHECK_EQ(ibv_query_device_ex(dev.ctx, NULL, &dx), 0);
+	CHECK_EQ(dx.orig_attr.atomic_cap, IBV_ATOMIC_HCA);
+	CHECK(da.max_qp_rd_atom > 0);
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	REQUIRE(vu_buf_alloc(&dev, &a, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_pair_create(&dev, &q, NULL, &p) == 0);
+	res = (uint64_t *)a.p;
+	race_word = (uint64_t *)b.p;
+	REQUIRE(pthread_create(&t, NULL, cpu_adder, NULL) == 0);
+	race_go = 1;
+	for (int i = 0; i < n; i += 16) {
+		for (int k = 0; k < 16; k++)
+			CHECK_EQ(vu_post_atomic(p.qp[0], (uint64_t)(i + k), IBV_WR_ATOMIC_FETCH_AND_ADD,
+						a.mr, &res[k], (uintptr_t)race_word, b.mr->rkey, 1, 0,
+						IBV_SEND_SIGNALED), 0);
+		for (int k = 0; k < 16; k++)
+			vu_expect_wc(p.scq[0], (uint64_t)(i + k), IBV_WC_SUCCESS,
+				     IBV_WC_FETCH_ADD, 5000, __LINE__);
+	}
+	pthread_join(t, NULL);
+	CHECK_EQ(*race_word, 100000ull * 1000000 + (uint64_t)n);
+	/* CMP_SWAP: the old value comes back, the new one lands. */
+	CHECK_EQ(vu_post_atomic(p.qp[0], 999, IBV_WR_ATOMIC_CMP_AND_SWP, a.mr, &res[0],
+				(uintptr_t)race_word, b.mr->rkey, *race_word, 42, IBV_SEND_SIGNALED), 0);
+	vu_expect_wc(p.scq[0], 999, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, 5000, __LINE__);
+	CHECK_EQ(res[0], 100000ull * 1000000 + (uint64_t)n);
+	CHECK_EQ(*race_word, 42);
+	vu_pair_destroy(&p);
+	vu_buf_free(&a);
+	vu_buf_free(&b);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -279,6 +343,7 @@ int main(void)
 	test_rereg_keeps_keys();
 	test_reset_cleans_cq();
 	test_cmd_fd_import();
+	test_atomics();
 	vu_close(&dev);
 	return sr_test_done("test_compat");
 }
