@@ -415,20 +415,18 @@ static bool range_is_shared_file(const void *addr, size_t len)
 	return want >= end;
 }
 
-/* Sets lkey to `key` and rkey to it when the MR grants a remote right (else 0). */
-static void mr_set_keys_to(struct sr_mr *mr, uint32_t key)
-{
-	mr->ibmr.lkey = key;
-	/* A fast-registration MR has one key for both: the maps say what it grants. */
-	mr->ibmr.rkey = (mr->fr || (mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						  IBV_ACCESS_REMOTE_ATOMIC | SR_ACCESS_FLUSH_GLOBAL |
-						  SR_ACCESS_FLUSH_PERSISTENT))) ? key : 0;
-	mr->ibmr.handle = mr->index;
-}
-
+/* A new key (the index and a random tag) for both lkey and rkey. As kernel rxe, an MR has one
+ * key for both whatever its rights (a fast-registration MR too: the maps say what it grants):
+ * a remote access with it is checked against the rights, and a peer that learnt the rkey
+ * before ibv_rereg_mr granted a remote right can use it afterwards (pyverbs's
+ * test_mr_rereg_access). */
 static void mr_set_keys(struct sr_mr *mr)
 {
-	mr_set_keys_to(mr, (mr->index << 8) | sr_random8());
+	uint32_t key = (mr->index << 8) | sr_random8();
+
+	mr->ibmr.lkey = key;
+	mr->ibmr.rkey = key;
+	mr->ibmr.handle = mr->index;
 }
 
 static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
@@ -621,10 +619,8 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 	pthread_mutex_lock(&t->lock);
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		/* The keys stay, as kernel rxe keeps them (a peer's rkey stays valid; what it
-		 * may do follows the new rights): only a right newly granted or withdrawn
-		 * makes the rkey appear or go. */
+		 * may do follows the new rights). */
 		mr->access = access & SR_MR_ACCESS_OK;
-		mr_set_keys_to(mr, mr->ibmr.lkey);
 	}
 	t->slot[mr->index] = &mr->k;
 	sr_direct_mr_publish(mr);

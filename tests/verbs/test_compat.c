@@ -162,6 +162,27 @@ static void test_rereg_keeps_keys(void)
 	vu_expect_wc(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 5000, __LINE__);
 	CHECK(!memcmp(a.p, b.p, 4096));
 
+	/* An MR without remote rights has the same rkey as lkey (as rxe): a peer that learnt it
+	 * before a rereg granted remote write writes with it afterwards (pyverbs's
+	 * test_mr_rereg_access); before that, the rights refuse it. */
+	{
+		struct vu_buf l;
+		uint32_t lk;
+
+		REQUIRE(vu_buf_alloc(&dev, &l, 4096, IBV_ACCESS_LOCAL_WRITE) == 0);
+		lk = l.mr->lkey;
+		CHECK_EQ(l.mr->rkey, lk);
+		CHECK_EQ(ibv_rereg_mr(l.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), 0);
+		CHECK_EQ(l.mr->lkey, lk);
+		CHECK_EQ(l.mr->rkey, lk);
+		CHECK_EQ(vu_post_rdma(p.qp[0], 5, IBV_WR_RDMA_WRITE, a.mr, a.p, 4096,
+				      (uintptr_t)l.p, lk, IBV_SEND_SIGNALED), 0);
+		vu_expect_wc(p.scq[0], 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 5000, __LINE__);
+		CHECK(!memcmp(a.p, l.p, 4096));
+		vu_buf_free(&l);
+	}
+
 	/* A PD change keeps them too. */
 	pd2 = ibv_alloc_pd(dev.ctx);
 	REQUIRE(pd2);
