@@ -31,6 +31,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <softrdma/softrdma.h>
+
 #include "core/core.h"
 #include "wire/icrc.h"
 #include "wire/pkt.h"
@@ -43,21 +45,25 @@
 #define OFF_RO 8704
 #define LEN_RO 4096
 #define OFF_LOCAL 13312
-#define LEN_LOCAL 12288
-#define OFF_MWMR 26112
+#define LEN_LOCAL 24576
+#define OFF_MWMR 38400
 #define LEN_MWMR 8192
 #define MW_OFF 1024		/* the window, inside the MR */
 #define MW_LEN 4096
-#define OFF_PD2 34816
+#define OFF_PD2 47104
 #define LEN_PD2 6144
-#define DATA_LEN 40960		/* 10 pages: the last MR ends at the upper guard page */
-/* In the local MR: receive buffers [0, 6144) (FQ_RC 8 x 256, SRQ 4 x 256, UC 4 x 256, UD
- * 4 x 512), send sources [6144, 7680) and [10496, 10560) (read only), READ target [7680,
- * 10180), ATOMIC results [10240, 10256); the rest in no WQE. */
-#define LOC_SRC 6144
-#define LOC_READ 7680
-#define LOC_ATOMIC 10240
-#define LOC_SRC2 10496
+#define DATA_LEN 53248		/* 13 pages: the last MR ends at the upper guard page */
+/* In the local MR: receive buffers [0, 16640) (FQ_RC 4 x 2048, SRQ 4 x 512, UC 4 x 512, UD
+ * 4 x 1088: multi-packet SENDs fit), send sources [16640, 18176) and [20992, 21056) (read
+ * only), READ target [18176, 20676), ATOMIC results [20736, 20752); the rest in no WQE. */
+#define LOC_RC 0
+#define LOC_SRQ 8192
+#define LOC_UC 10240
+#define LOC_UD 12288
+#define LOC_SRC 16640
+#define LOC_READ 18176
+#define LOC_ATOMIC 20736
+#define LOC_SRC2 20992
 #define PEER_QPN 0x000123
 
 static struct ibv_context *ctx;
@@ -176,7 +182,7 @@ static void qp_move(struct ibv_qp *qp, enum ibv_qp_state to)
 	a.port_num = 1;
 	a.qkey = FUZZ_QKEY;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
+			    IBV_ACCESS_REMOTE_ATOMIC | SOFTRDMA_ACCESS_FLUSH_GLOBAL;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				  (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS)))
 		die("INIT");
@@ -277,7 +283,7 @@ static struct ibv_mr *reg(struct ibv_pd *pd, int k, uint32_t off, uint32_t len, 
 static void setup(void)
 {
 	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			IBV_ACCESS_REMOTE_ATOMIC;
+			IBV_ACCESS_REMOTE_ATOMIC | SOFTRDMA_ACCESS_FLUSH_GLOBAL;
 
 	memset(&o, 0, sizeof(o));
 	memcpy(data, ref, DATA_LEN);
@@ -337,12 +343,11 @@ static void setup(void)
 	o.len[FK_MW] = MW_LEN;
 
 	/* Receive WQEs (UD: 40 bytes of GRH first). */
-	for (uint32_t i = 0; i < 8; i++)
-		post_recv(o.qp[FQ_RC], NULL, i * 256, 256);
 	for (uint32_t i = 0; i < 4; i++) {
-		post_recv(NULL, o.srq, 2048 + i * 256, 256);
-		post_recv(o.qp[FQ_UC], NULL, 3072 + i * 256, 256);
-		post_recv(o.qp[FQ_UD], NULL, 4096 + i * 512, 512);
+		post_recv(o.qp[FQ_RC], NULL, LOC_RC + i * 2048, 2048);
+		post_recv(NULL, o.srq, LOC_SRQ + i * 512, 512);
+		post_recv(o.qp[FQ_UC], NULL, LOC_UC + i * 512, 512);
+		post_recv(o.qp[FQ_UD], NULL, LOC_UD + i * 1088, 1088);
 	}
 	/* Requests in flight to the peer, whose responses an input may bring: a SEND, a WRITE,
 	 * a READ of 3 response packets, a CMP_SWAP and a FETCH_ADD (8-byte results). */

@@ -6,7 +6,11 @@
  * RXDIR: every RoCEv2 packet of the captures in PCAPDIR (Linux rxe's, tests/interop/rxe-pcaps)
  * as a fuzz_rx record (fuzz_rx.h) aimed at the QP of its transport with every rewrite on;
  * SEQDIR: runs of 16 consecutive packets of one direction, with a clock step in the middle,
- * for fuzz_rx_seq; CMDIR: one encoded message of each CM type; RSDIR: each rsocket message.
+ * for fuzz_rx_seq, and sequences written here that take the harness's NIC into its deep states
+ * (multi-packet and out-of-order requests, duplicate READ/ATOMIC replay, READ responses and
+ * ATOMIC ACKs for its pending requests, NAKs and RNR NAKs with clock steps, the SRQ, the
+ * window, the other PD); CMDIR: one encoded message of each CM type; RSDIR: each rsocket
+ * message.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -111,6 +115,158 @@ static void from_pcap(const char *path, const char *name, const char *rxdir, con
 	sr_pcapr_close(&r);
 }
 
+
+/* ---- sequences written by hand (fuzz_rx_seq) ------------------------------------------------ */
+static uint8_t sq[65536];
+static size_t sqlen;
+
+/* Appends one record: the packet (opcode, headers from the arguments, paylen bytes of payload)
+ * with every rewrite on (QPN of QP q, key k, PSN = expected + dpsn, VA base of the key + va). */
+static void rec_pkt(int q, int k, int dpsn, uint8_t opcode, uint64_t va, uint32_t rlen,
+		    uint8_t syn, uint32_t paylen)
+{
+	const struct sr_opcode_info *oi = &sr_opcode[opcode];
+	unsigned pad = (4 - paylen % 4) % 4;
+	size_t len = oi->length + paylen + pad + SR_ICRC_LEN;
+	uint8_t *r = sq + sqlen + 2, *p = r + 4;
+
+	if (sqlen + 2 + 4 + len > sizeof(sq))
+		return;
+	sq[sqlen] = (uint8_t)(len + 4);
+	sq[sqlen + 1] = (uint8_t)((len + 4) >> 8);
+	r[0] = FX_QPN | FX_KEY | FX_PSN | FX_VA;
+	r[1] = (uint8_t)q;
+	r[2] = (uint8_t)k;
+	r[3] = (uint8_t)(int8_t)dpsn;
+	memset(p, 0, len);
+	sr_bth_build((struct sr_bth *)p, opcode, false, false, pad, SR_DEFAULT_PKEY, 0, true, 0);
+	/* FX_VA maps va to base + va % (len + 256) - 128. */
+	if (oi->mask & SR_M_RETH)
+		sr_reth_build((struct sr_reth *)(p + oi->offset[SR_H_RETH]), va + 128, 0, rlen);
+	if (oi->mask & SR_M_ATMETH)
+		sr_atmeth_build((struct sr_atmeth *)(p + oi->offset[SR_H_ATMETH]), va + 128, 0, 1, 0);
+	if (oi->mask & SR_M_AETH)
+		sr_aeth_build((struct sr_aeth *)(p + oi->offset[SR_H_AETH]), syn, 0);
+	if (oi->mask & SR_M_DETH)
+		sr_deth_build((struct sr_deth *)(p + oi->offset[SR_H_DETH]), FUZZ_QKEY, 7);
+	if (oi->mask & SR_M_FETH)
+		sr_feth_build((struct sr_feth *)(p + oi->offset[SR_H_FETH]), 0, 1);
+	memset(p + oi->length, 0xab, paylen);
+	sqlen += 2 + 4 + len;
+}
+
+static void rec_clock(unsigned units100us)
+{
+	sq[sqlen++] = (uint8_t)units100us;
+	sq[sqlen++] = (uint8_t)(0x80 | (units100us >> 8 & 0x7f));
+}
+
+static void seq_put(const char *dir, int i)
+{
+	put(dir, "synth", i, sq, sqlen);
+	sqlen = 0;
+}
+
+#define RC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
+#define UC(x) SR_OPC(SR_TR_UC, SR_OP_##x)
+
+static void synth(const char *dir)
+{
+	int n = 0;
+
+	/* Multi-packet WRITE, then SEND, into FQ_RC. */
+	rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_FIRST), 0, 3000, 0, 1024);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_MIDDLE), 0, 0, 0, 1024);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_LAST), 0, 0, 0, 952);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(SEND_FIRST), 0, 0, 0, 1024);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(SEND_LAST_IMM), 0, 0, 0, 500);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(SEND_ONLY_INV), 0, 0, 0, 16);
+	seq_put(dir, n++);
+	/* A whole 8 KiB WRITE: FIRST, six MIDDLEs (placed and checked in one pass), LAST. */
+	rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_FIRST), 0, 8192, 0, 1024);
+	for (int i = 0; i < 6; i++)
+		rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_MIDDLE), 0, 0, 0, 1024);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_LAST_IMM), 0, 0, 0, 1024);
+	seq_put(dir, n++);
+	/* Out of order: +2 and +1 kept, 0 fills the gap, then duplicates. */
+	rec_pkt(FQ_RC, FK_RW, 2, RC(WRITE_ONLY), 64, 64, 0, 64);
+	rec_pkt(FQ_RC, FK_RW, 1, RC(SEND_ONLY), 0, 0, 0, 64);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC, FK_RW, -1, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC, FK_RW, -3, RC(SEND_ONLY), 0, 0, 0, 64);
+	seq_put(dir, n++);
+	/* READ, duplicates of it (whole, from its middle), ATOMICs and their duplicates, ATOMIC
+	 * WRITE, FLUSH. */
+	rec_pkt(FQ_RC, FK_RW, 0, RC(READ_REQ), 0, 3000, 0, 0);
+	rec_pkt(FQ_RC, FK_RW, -3, RC(READ_REQ), 0, 3000, 0, 0);
+	rec_pkt(FQ_RC, FK_RW, -2, RC(READ_REQ), 1024, 1976, 0, 0);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(CMP_SWAP), 0, 0, 0, 0);
+	rec_pkt(FQ_RC, FK_RW, -1, RC(CMP_SWAP), 0, 0, 0, 0);
+	rec_pkt(FQ_RC, FK_MW, 0, RC(FETCH_ADD), 8, 0, 0, 0);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(ATOMIC_WRITE), 16, 8, 0, 8);
+	rec_pkt(FQ_RC, FK_RW, 0, RC(FLUSH), 0, 4096, 0, 0);
+	rec_pkt(FQ_RC, FK_RW, -2, RC(ATOMIC_WRITE), 16, 8, 0, 8);
+	seq_put(dir, n++);
+	/* Responses to FQ_RC's requests: the SEND's ACK lets the rest go; the WRITE's ACK, the
+	 * READ's three responses, the ATOMICs' ACKs. Two PSN guesses for how the completer moves. */
+	for (int v = 0; v < 2; v++) {
+		rec_pkt(FQ_RC, FK_RW, 0, RC(ACK), 0, 0, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+		rec_pkt(FQ_RC, FK_RW, 1, RC(ACK), 0, 0, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+		rec_pkt(FQ_RC, FK_RW, 0, RC(READ_RESP_FIRST), 0, 0, SR_AETH_ACK_UNLIMITED, 1024);
+		rec_pkt(FQ_RC, FK_RW, v, RC(READ_RESP_MIDDLE), 0, 0, 0, 1024);
+		rec_pkt(FQ_RC, FK_RW, 2 * v, RC(READ_RESP_LAST), 0, 0, SR_AETH_ACK_UNLIMITED, 452);
+		rec_pkt(FQ_RC, FK_RW, 0, RC(ATOMIC_ACK), 0, 0, SR_AETH_ACK_UNLIMITED, 0);
+		rec_pkt(FQ_RC, FK_RW, v, RC(ATOMIC_ACK), 0, 0, SR_AETH_ACK_UNLIMITED, 0);
+		seq_put(dir, n++);
+	}
+	/* NAKs: sequence error (go-back-N, repair), then timeouts until the retries run out. */
+	rec_pkt(FQ_RC, FK_RW, 0, RC(ACK), 0, 0, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, 0);
+	rec_pkt(FQ_RC, FK_RW, 1, RC(ACK), 0, 0, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, 0);
+	for (int i = 0; i < 6; i++)
+		rec_clock(200);
+	seq_put(dir, n++);
+	for (uint8_t code = 1; code <= 4; code++) {
+		rec_pkt(FQ_RC, FK_RW, 0, RC(ACK), 0, 0, SR_AETH_NAK | code, 0);
+		rec_clock(10);
+		seq_put(dir, n++);
+	}
+	/* RNR NAKs to FQ_RC_RNR's SEND: waits, then more than rnr_retry of them. */
+	for (int i = 0; i < 4; i++) {
+		rec_pkt(FQ_RC_RNR, FK_RW, 0, RC(ACK), 0, 0, SR_AETH_RNR_NAK | 1, 0);
+		rec_clock(5);
+	}
+	rec_pkt(FQ_RC_RNR, FK_RW, 0, RC(ACK), 0, 0, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+	seq_put(dir, n++);
+	/* The SRQ (four receive WQEs, then RNR), UC, UD, the other PD, the window. */
+	for (int i = 0; i < 5; i++)
+		rec_pkt(FQ_RC_SRQ, FK_RW, 0, RC(SEND_ONLY), 0, 0, 0, 200);
+	seq_put(dir, n++);
+	rec_pkt(FQ_UC, FK_RW, 0, UC(SEND_FIRST), 0, 0, 0, 256);
+	rec_pkt(FQ_UC, FK_RW, 0, UC(SEND_LAST), 0, 0, 0, 100);
+	rec_pkt(FQ_UC, FK_RW, 0, UC(WRITE_FIRST), 0, 1500, 0, 1024);
+	rec_pkt(FQ_UC, FK_RW, 1, UC(WRITE_LAST), 0, 0, 0, 476);
+	rec_pkt(FQ_UC, FK_RW, 0, UC(WRITE_ONLY_IMM), 0, 16, 0, 16);
+	rec_pkt(FQ_UD, FK_RW, 0, SR_OPC(SR_TR_UD, SR_OP_SEND_ONLY), 0, 0, 0, 300);
+	rec_pkt(FQ_UD, FK_RW, 0, SR_OPC(SR_TR_UD, SR_OP_SEND_ONLY_IMM), 0, 0, 0, 1024);
+	seq_put(dir, n++);
+	rec_pkt(FQ_RC_PD2, FK_PD2, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC_PD2, FK_PD2, 0, RC(READ_RESP_ONLY), 0, 0, SR_AETH_ACK_UNLIMITED, 256);
+	rec_pkt(FQ_RC_PD2, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	seq_put(dir, n++);
+	rec_pkt(FQ_RC, FK_MW, 0, RC(WRITE_ONLY), 0, 4096, 0, 1024);
+	rec_pkt(FQ_RC, FK_MW, 0, RC(READ_REQ), 4000, 96, 0, 0);
+	rec_pkt(FQ_RC, FK_MWMR, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	seq_put(dir, n++);
+	/* States: RTR takes requests, SQD too; ERR, INIT, RESET and the destroyed QPN drop. */
+	rec_pkt(FQ_RC_RTR, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC_SQD, FK_RW, 0, RC(READ_REQ), 0, 64, 0, 0);
+	rec_pkt(FQ_RC_ERR, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC_INIT, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC_RESET, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_GONE, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	seq_put(dir, n++);
+}
+
 static void cm_seeds(const char *dir)
 {
 	uint8_t buf[CM_MSG_MAX];
@@ -181,6 +337,7 @@ int main(int argc, char **argv)
 		from_pcap(path, name, argv[2], argv[3]);
 	}
 	closedir(dir);
+	synth(argv[3]);
 	cm_seeds(argv[4]);
 	rs_seeds(argv[5]);
 	printf("mkseeds: %d seed files\n", nfiles);
