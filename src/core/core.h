@@ -139,7 +139,8 @@ struct sr_nic {
 };
 
 int sr_nic_get(struct sr_device *dev, struct sr_nic **out);
-void sr_nic_put(struct sr_device *dev);
+/* Drops a context's reference on nic (a NIC inherited across fork is the parent's: ignored). */
+void sr_nic_put(struct sr_device *dev, struct sr_nic *nic);
 /* Receives and processes what is waiting, without blocking; returns packets processed or 0.
  * Called by an application polling a CQ: the progress thread then leaves the socket to it. */
 int sr_nic_poll(struct sr_nic *nic);

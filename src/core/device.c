@@ -72,10 +72,13 @@ static struct sr_device *device_new(const char *netdev)
 	return d;
 }
 
+static void nic_atfork_child(void);
+
 static void devices_build(void)
 {
 	const char *list = sr_params()->netdev;
 
+	pthread_atfork(NULL, NULL, nic_atfork_child);
 	if (!list || !*list) {
 		devices[0] = device_new(NULL);
 		ndevices = 1;
@@ -932,16 +935,50 @@ int sr_nic_get(struct sr_device *d, struct sr_nic **out)
 	return ret;
 }
 
-void sr_nic_put(struct sr_device *d)
+void sr_nic_put(struct sr_device *d, struct sr_nic *mine)
 {
 	struct sr_nic *nic = NULL;
 
 	pthread_mutex_lock(&d->lock);
-	if (--d->nic_users == 0) {
+	if (mine == d->nic && --d->nic_users == 0) {
 		nic = d->nic;
 		d->nic = NULL;
 	}
 	pthread_mutex_unlock(&d->lock);
 	if (nic)
 		nic_destroy(nic);
+}
+
+/*
+ * The child of a fork inherits the parent's soft NICs but not their progress threads, and
+ * their sockets are the parent's (both processes would read the same queue). The child
+ * abandons them: its copies of their fds are closed, the devices forget them, and the next
+ * ibv_open_device in the child makes a soft NIC of its own (its own address or port, its own
+ * thread). The abandoned NICs' memory stays as it was: the inherited verbs objects point into
+ * it, and the child must not use them (as with a kernel device, whose objects belong to the
+ * parent's command fd). Devices' locks are made anew: another thread may have held one.
+ */
+static void nic_atfork_child(void)
+{
+	for (int i = 0; i < ndevices; i++) {
+		struct sr_device *d = devices[i];
+		struct sr_nic *nic;
+
+		if (!d)
+			continue;
+		pthread_mutex_init(&d->lock, NULL);
+		nic = d->nic;
+		d->nic = NULL;
+		d->nic_users = 0;
+		if (!nic)
+			continue;
+		if (nic->fd >= 0)
+			close(nic->fd);
+		if (nic->epfd >= 0)
+			close(nic->epfd);
+		if (nic->evfd >= 0)
+			close(nic->evfd);
+		nic->fd = nic->epfd = nic->evfd = -1;
+		nic->thread = 0;
+	}
 }

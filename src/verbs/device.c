@@ -125,7 +125,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *dev)
 			close(c->async_fd);
 		if (c->cmd_fd >= 0)
 			close(c->cmd_fd);
-		sr_nic_put(ctx->dev);
+		sr_nic_put(ctx->dev, ctx->nic);
 		free(ctx);
 		return sr_null(ret);
 	}
@@ -138,7 +138,7 @@ int ibv_close_device(struct ibv_context *c)
 
 	close(c->async_fd);
 	close(c->cmd_fd);
-	sr_nic_put(ctx->dev);
+	sr_nic_put(ctx->dev, ctx->nic);
 	free(ctx->evq);
 	free(ctx);
 	return 0;

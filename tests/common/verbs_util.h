@@ -155,8 +155,8 @@ struct vu_child {
 	int sock;			/* parent's end of a socketpair to the child */
 };
 /* Forks; the child runs fn(its end of the socketpair, arg) under its own timeout_s alarm and
- * exits with fn's return value (0 = success). Fork before the first verbs call of the process:
- * a child of a process with a device open inherits no progress thread. */
+ * exits with fn's return value (0 = success). The child must not use the parent's verbs
+ * objects; it may open the device again (tests/verbs/test_fork.c). */
 int vu_fork(struct vu_child *c, int (*fn)(int sock, void *arg), void *arg, unsigned timeout_s);
 /* Waits up to timeout_s for the child; returns its exit status, or -1 (killed, timed out:
  * then it is killed). */
