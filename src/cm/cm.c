@@ -828,6 +828,41 @@ static void *cm_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The child of a fork has no CM thread, and the CM's sockets and devices are the parent's
+ * (docs/architecture.md, fork): it starts afresh. Its copies of the CM's fds are closed, and
+ * the ids, sockets, devices and time-wait entries inherited are forgotten, not freed (the
+ * child must not use the parent's ids); its next CM call starts a thread, opens the devices
+ * (soft NICs of its own) and draws new random communication ids and ports, so that the
+ * parent's and the child's never collide.
+ */
+static void cm_atfork_child(void)
+{
+	pthread_mutex_init(&cm.lock, NULL);
+	for (struct cm_sock *s = cm.socks; s; s = s->next)
+		if (s->fd >= 0)
+			sys_close(s->fd);
+	if (cm.started) {
+		close(cm.epfd);
+		close(cm.evfd);
+	}
+	cm.started = false;
+	cm.epfd = cm.evfd = -1;
+	cm.socks = NULL;
+	cm.ids = NULL;
+	cm.next_local_id = 0;
+	cm.next_port = 0;
+	memset(cm.tw, 0, sizeof(cm.tw));
+	cm.tw_next = 0;
+	cm_devs = NULL;
+	cm_ndevs = 0;
+}
+
+static void __attribute__((constructor)) cm_fork_hook(void)
+{
+	pthread_atfork(NULL, NULL, cm_atfork_child);
+}
+
 int cm_start(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };

@@ -12,6 +12,9 @@
  *   AH on id->pd before any QP.
  * - rdma_getaddrinfo with neither node nor service takes the hints alone (their flags, types
  *   and addresses), as librdmacm does; with no hints either it is EINVAL.
+ * - a child forked while the CM runs (its thread, sockets, devices open, a listener) starts a
+ *   CM of its own: it listens, connects and sends on loopback (pyverbs's rdma_cm tests fork
+ *   their sides from a process that has the device open).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,7 +22,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <rdma/rdma_cma.h>
@@ -236,6 +241,49 @@ static void test_getaddrinfo_hints(void)
 	rdma_freeaddrinfo(r);
 }
 
+/* Fork with the CM running (a listener of the parent's still open); the child does a
+ * connection of its own, bounded by its alarm; the parent's CM still works afterwards. */
+static void test_fork(void)
+{
+	struct sockaddr_in a = ip4("127.0.0.1", 0);
+	struct rdma_cm_id *pl;
+	pid_t pid;
+	int st = -1;
+
+	REQUIRE(rdma_create_id(ch, &pl, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_bind_addr(pl, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(pl, 4) == 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct rdma_cm_id *l;
+
+		alarm(20);
+		sr_test_failures = 0;
+		ch = rdma_create_event_channel();
+		REQUIRE(ch);
+		REQUIRE(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) == 0);
+		REQUIRE(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
+		REQUIRE(rdma_listen(l, 4) == 0);
+		CHECK(l->verbs != pl->verbs);	/* a device context of its own */
+		connect_and_send("127.0.0.1", rdma_get_src_port(l), NULL);
+		rdma_destroy_id(l);
+		_exit(sr_test_failures ? 1 : 0);
+	}
+	for (int i = 0; i < 300 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		usleep(100000);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The parent's listener still takes connections. */
+	connect_and_send("127.0.0.1", rdma_get_src_port(pl), NULL);
+	rdma_destroy_id(pl);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -243,6 +291,7 @@ int main(void)
 	REQUIRE(ch);
 	test_bind_port0();
 	test_getaddrinfo_hints();
+	test_fork();
 	rdma_destroy_event_channel(ch);
 	return sr_test_done("test_cm_compat");
 }
