@@ -272,6 +272,12 @@ static void complete_rwqe(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_o
 		.wc_flags = flags,
 	};
 
+	/* A UD receive over RoCE: sl says what the GRH area holds, as ConnectX reports it (the
+	 * CQE's RoCE packet type: bit 3 a UDP header, i.e. RoCEv2; bits 0-2 the L3 header, 1 IPv6,
+	 * 2 IPv4). UCX's UD transport reads it to find the destination address in the GRH (the
+	 * last 4 bytes for IPv4, as build_grh puts them) and drops what is not for its GIDs. */
+	if (flags & IBV_WC_GRH)
+		wc.sl = qp->nic->addr.family == AF_INET ? 0x8 | 0x2 : 0x8 | 0x1;
 	if (pkt && (pkt->mask & SR_M_IMMDT)) {
 		wc.imm_data = sr_immdt_raw(sr_pkt_h(pkt, SR_H_IMMDT));
 		wc.wc_flags |= IBV_WC_WITH_IMM;

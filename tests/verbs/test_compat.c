@@ -18,6 +18,10 @@
  * - atomic_cap is IBV_ATOMIC_HCA (as rxe and ConnectX report; UCX uses atomics only then),
  *   while the atomics stay atomic against the target's own CPU atomics (docs/architecture.md,
  *   Atomics).
+ * - a UD receive reports the RoCE packet type in wc.sl as ConnectX does (0xA: RoCEv2 over
+ *   IPv4; 0x9 over IPv6), with the IPv4 header in the last 20 bytes of the 40-byte GRH area:
+ *   UCX's ud_verbs rebuilds the destination GID from them (sl & 7 == 2: ::ffff: + the last
+ *   4 bytes) and drops every datagram whose GID is not the device's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -355,6 +359,64 @@ static void test_atomics(void)
 	vu_buf_free(&b);
 }
 
+/* A UD datagram as UCX 1.13's ud_verbs filters it. */
+static void test_ud_roce_convention(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_pair p;
+	struct vu_buf a, b;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	union ibv_gid g0, dgid;
+	const uint8_t *grh, *ip;
+	bool v4;
+
+	REQUIRE(ibv_query_gid(dev.ctx, 1, 0, &g0) == 0);
+	v4 = !memcmp(g0.raw, "\0\0\0\0\0\0\0\0", 8) && g0.raw[10] == 0xff && g0.raw[11] == 0xff;
+	vu_qp_cfg_default(&q, IBV_QPT_UD);
+	REQUIRE(vu_buf_alloc(&dev, &a, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_pair_create(&dev, &q, NULL, &p) == 0);
+	vu_ah_attr(&aa, &dev.gid);
+	ah = ibv_create_ah(dev.pd, &aa);
+	REQUIRE(ah);
+	memset(b.p, 0xee, 4096);
+	vu_fill(a.p, 256, 9);
+	CHECK_EQ(vu_post_recv(p.qp[1], 1, b.mr, b.p, 40 + 1024), 0);
+	CHECK_EQ(vu_post_ud(p.qp[0], 2, ah, p.qp[1]->qp_num, 0x11111111, a.mr, a.p, 256,
+			    IBV_SEND_SIGNALED), 0);
+	vu_expect_wc(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_SEND, 5000, __LINE__);
+	wc = vu_expect_wc(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, 5000, __LINE__);
+	CHECK(wc.wc_flags & IBV_WC_GRH);
+	CHECK_EQ(wc.byte_len, 40 + 256);
+	CHECK_EQ(wc.src_qp, p.qp[0]->qp_num);
+	CHECK_EQ(wc.sl, v4 ? 0xa : 0x9);
+	grh = b.p;
+	if (v4) {
+		/* The IPv4 header fills bytes 20..39: version 4, IHL 5, UDP, both addresses. */
+		ip = grh + 20;
+		CHECK_EQ(ip[0], 0x45);
+		CHECK_EQ(ip[9], 17);
+		CHECK(!memcmp(ip + 12, &dev.gid.raw[12], 4));	/* source: the sender */
+		CHECK(!memcmp(ip + 16, &g0.raw[12], 4));	/* destination: us */
+		/* UCX: sl & 7 == 2, so the destination GID is ::ffff: + the last 4 bytes. */
+		CHECK_EQ(wc.sl & 7, 2);
+		memset(&dgid, 0, sizeof(dgid));
+		dgid.raw[10] = dgid.raw[11] = 0xff;
+		memcpy(&dgid.raw[12], grh + 36, 4);
+		CHECK(!memcmp(&dgid, &g0, sizeof(dgid)));
+	} else {
+		CHECK_EQ(grh[0] >> 4, 6);
+		CHECK(!memcmp(grh + 24, &g0, 16));
+	}
+	CHECK(vu_check(b.p + 40, 256, 9) == -1);
+	CHECK_EQ(ibv_destroy_ah(ah), 0);
+	vu_pair_destroy(&p);
+	vu_buf_free(&a);
+	vu_buf_free(&b);
+}
+
 int main(void)
 {
 	sr_test_timeout(60);
@@ -365,6 +427,7 @@ int main(void)
 	test_reset_cleans_cq();
 	test_cmd_fd_import();
 	test_atomics();
+	test_ud_roce_convention();
 	vu_close(&dev);
 	return sr_test_done("test_compat");
 }
