@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +49,59 @@ static void rnd(uint8_t *b, size_t n, uint32_t *s)
 		*s = *s * 1103515245 + 12345;
 		b[i] = *s >> 16;
 	}
+}
+
+/* Threads sharing one client, each on its own region: writes and reads in parallel, every
+ * read checked (the transport's answers come from the server's engine thread). */
+struct worker {
+	struct rnbd_clt *c;
+	uint64_t base;
+	uint32_t seed;
+	int errors;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	static __thread uint8_t wbuf[131072], rbuf[131072];
+	uint8_t *shadow = model + w->base;	/* this thread's region of the model */
+
+	for (int i = 0; i < (SR_SANITIZED ? 100 : 400); i++) {
+		uint32_t r, off, len;
+		rnd((uint8_t *)&r, 4, &w->seed);
+		off = (r % 256) * 512;
+		len = ((r >> 8) % 256 + 1) * 512;
+		if (off + len > (1u << 19))
+			len = (1u << 19) - off;
+		if (r & (1u << 31)) {
+			rnd(wbuf, len, &w->seed);
+			if (rnbd_clt_io(w->c, RNBD_OP_WRITE | (r & 1 ? RNBD_F_FUA : 0),
+					w->base + off, len, wbuf))
+				w->errors++;
+			memcpy(shadow + off, wbuf, len);
+		} else {
+			if (rnbd_clt_io(w->c, RNBD_OP_READ, w->base + off, len, rbuf) ||
+			    memcmp(rbuf, shadow + off, len))
+				w->errors++;
+		}
+	}
+	return NULL;
+}
+
+static void parallel(struct rnbd_clt *c)
+{
+	struct worker w[4];
+	pthread_t t[4];
+
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .c = c, .base = (4u << 20) + i * (1u << 19), .seed = 100 + i };
+		REQUIRE(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ(w[i].errors, 0);
+	}
+	CHECK(disk_is_model());
 }
 
 int main(void)
@@ -121,6 +175,8 @@ int main(void)
 	CHECK_EQ(rnbd_clt_trim(a, 8192 + 100, 4100000 - 50, 0), 0);	/* inside the zeroes */
 	CHECK_EQ(rnbd_clt_io(a, RNBD_OP_FLUSH, 0, 0, NULL), 0);
 	CHECK(disk_is_model());
+
+	parallel(a);
 
 	/* errors come back, nothing changes */
 	CHECK_EQ(rnbd_clt_io(a, RNBD_OP_WRITE, DISK, 512, buf), -EINVAL);	/* past the end */
