@@ -66,7 +66,7 @@ struct rnbd_store {
 	struct io_uring ring;
 	pthread_mutex_t sq_lock;
 	pthread_t cq_thread;
-	bool stopping;
+	_Atomic bool stopping;		/* read by the engine thread without sq_lock */
 };
 
 enum io_stage { ST_PREFLUSH, ST_MAIN, ST_POSTSYNC };
