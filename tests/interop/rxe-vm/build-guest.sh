@@ -20,7 +20,7 @@ KVER=${K#/boot/vmlinuz-}
 MODS="virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm"
 # The programs of the cases (tests/interop/rxe-vm/cases) and what the guest itself runs.
 BINS="ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong
-      ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat
+      ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ib_atomic_lat
       rping ucmatose udaddy rdma_server rdma_client rdma"
 PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 DRIVER=/etc/libibverbs.d/rxe.driver
