@@ -51,8 +51,10 @@
 #define MW_OFF 1024		/* the window, inside the MR */
 #define MW_LEN 4096
 #define OFF_PD2 47104
-#define LEN_PD2 6144
-#define DATA_LEN 53248		/* 13 pages: the last MR ends at the upper guard page */
+#define LEN_PD2 5632
+#define OFF_FROLD 53248		/* the page the invalidated generation of the fast-reg MR mapped */
+#define OFF_FR 57344		/* the two pages its valid generation maps (second page first) */
+#define DATA_LEN 65536		/* 16 pages: the last map ends at the upper guard page */
 /* In the local MR: receive buffers [0, 16640) (FQ_RC 4 x 2048, SRQ 4 x 512, UC 4 x 512, UD
  * 4 x 1088: multi-packet SENDs fit), send sources [16640, 18176) and [20992, 21056) (read
  * only), READ target [18176, 20676), ATOMIC results [20736, 20752); the rest in no WQE. */
@@ -268,6 +270,45 @@ static void drain_cq(void)
 		;
 }
 
+/* A local work request of FQ_RC (REG_MR, LOCAL_INV), executed in SQ order: its completion. */
+static void local_wr(struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+
+	wr->wr_id = 0xfeed;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(o.qp[FQ_RC], wr, &bad))
+		die("post REG_MR/LOCAL_INV");
+	for (int i = 0; i < 1000; i++) {
+		if (ibv_poll_cq(o.cq, 1, &wc) != 1 || wc.wr_id != 0xfeed)
+			continue;	/* (the window's bind completes here too) */
+		if (wc.status != IBV_WC_SUCCESS)
+			die("REG_MR/LOCAL_INV failed");
+		return;
+	}
+	die("no REG_MR/LOCAL_INV completion");
+}
+
+static void fast_reg(uint32_t key, unsigned access)
+{
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	softrdma_wr_set_reg_mr(&wr, o.mr[FK_FR], key, access);
+	local_wr(&wr);
+}
+
+static void local_inv(uint32_t key)
+{
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = key;
+	local_wr(&wr);
+}
+
 static struct ibv_mr *reg(struct ibv_pd *pd, int k, uint32_t off, uint32_t len, int access)
 {
 	struct ibv_mr *mr = ibv_reg_mr(pd, data + off, len, access);
@@ -304,6 +345,7 @@ static void setup(void)
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
 	o.mr[FK_PD2] = reg(o.pd2, FK_PD2, OFF_PD2, LEN_PD2, all);
 	o.key[FK_BADTAG] = o.key[FK_RW] ^ 0x5a;
+	o.key[FK_OWN] = 0;
 	o.base[FK_BADTAG] = o.base[FK_RW];
 	o.len[FK_BADTAG] = o.len[FK_RW];
 
@@ -341,6 +383,32 @@ static void setup(void)
 	o.key[FK_MW] = o.mw->rkey;
 	o.base[FK_MW] = (uintptr_t)(data + OFF_MWMR + MW_OFF);
 	o.len[FK_MW] = MW_LEN;
+
+	/* Fast registration: generation 1 maps one page, is registered and invalidated;
+	 * generation 2 maps two other pages, in reverse order, and stays valid. */
+	struct ibv_mr *fr = softrdma_alloc_mr(o.pd, 4);
+	struct ibv_sge old_pg[1] = { { (uintptr_t)(data + OFF_FROLD), 4096, 0 } };
+	struct ibv_sge new_pg[2] = { { (uintptr_t)(data + OFF_FR + 4096), 4096, 0 },
+				     { (uintptr_t)(data + OFF_FR), 4096, 0 } };
+	const unsigned fr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+	if (!fr)
+		die("softrdma_alloc_mr");
+	o.mr[FK_FR] = fr;
+	o.key[FK_FR_OLD] = softrdma_update_fast_reg_key(fr, 1);
+	if (softrdma_map_mr_sg(fr, old_pg, 1, 4096) != 1)
+		die("softrdma_map_mr_sg 1");
+	fast_reg(o.key[FK_FR_OLD], fr_access);
+	local_inv(o.key[FK_FR_OLD]);
+	o.base[FK_FR_OLD] = (uintptr_t)(data + OFF_FROLD);
+	o.len[FK_FR_OLD] = 4096;
+	o.key[FK_FR] = softrdma_update_fast_reg_key(fr, 2);
+	if (softrdma_map_mr_sg(fr, new_pg, 2, 4096) != 2)
+		die("softrdma_map_mr_sg 2");
+	fast_reg(o.key[FK_FR], fr_access);
+	o.base[FK_FR] = (uintptr_t)(data + OFF_FR + 4096);
+	o.len[FK_FR] = 8192;
 
 	/* Receive WQEs (UD: 40 bytes of GRH first). */
 	for (uint32_t i = 0; i < 4; i++) {
@@ -394,6 +462,8 @@ static void check_memory(void)
 		{ OFF_MWMR + MW_OFF + MW_LEN, LEN_MWMR - MW_OFF - MW_LEN,
 		  "the window's MR above the window" },
 		{ OFF_MWMR + LEN_MWMR, OFF_PD2 - OFF_MWMR - LEN_MWMR, "canary after the window's MR" },
+		{ OFF_PD2 + LEN_PD2, OFF_FROLD - OFF_PD2 - LEN_PD2, "canary after the other PD's MR" },
+		{ OFF_FROLD, 4096, "the page of the invalidated fast-reg generation" },
 	};
 
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
@@ -467,6 +537,8 @@ static void fix_packet(uint8_t flags, uint8_t qsel, uint8_t ksel, int8_t dpsn, u
 	}
 	if (lenp && (flags & FX_LEN))
 		sr_st_be32(lenp, sr_ld_be32(lenp) % 9000);
+	if ((pkt.mask & SR_M_IETH) && (flags & FX_KEY) && ksel != FK_OWN)
+		sr_st_be32(sr_pkt_h(&pkt, SR_H_IETH), o.key[ksel]);	/* SEND with invalidate */
 	if ((pkt.mask & SR_M_DETH) && (flags & FX_KEY))
 		sr_st_be32(sr_pkt_h(&pkt, SR_H_DETH), FUZZ_QKEY);
 }

@@ -22,7 +22,7 @@
 
 #define FX_ICRC_KEEP 0x03	/* both low bits set: the ICRC is left as it is (else recomputed) */
 #define FX_QPN 0x04		/* destination QPN (and P_Key 0xffff) of QP [1] */
-#define FX_KEY 0x08		/* RETH/AtomicETH rkey of key [2], DETH Q_Key of a UD QP */
+#define FX_KEY 0x08		/* RETH/AtomicETH/IETH rkey of key [2], DETH Q_Key of a UD QP */
 #define FX_PSN 0x10		/* PSN = expected + (int8)[3] */
 #define FX_STRANGER 0x20	/* from an address that is not the connected peer */
 #define FX_VA 0x40		/* VA near the key's range (128 bytes either side) */
@@ -53,6 +53,9 @@ enum {
 	FK_PD2,		/* MR of the second PD: every right */
 	FK_BADTAG,	/* FK_RW's index with another tag */
 	FK_OWN,		/* the packet's own key */
+	FK_FR,		/* fast-registration MR, its valid key generation: two pages, mapped in
+			 * reverse order (remote read, write, atomic) */
+	FK_FR_OLD,	/* the same MR's previous generation, invalidated: mapped another page */
 	FK_COUNT
 };
 

@@ -257,6 +257,16 @@ static void synth(const char *dir)
 	rec_pkt(FQ_RC, FK_MW, 0, RC(READ_REQ), 4000, 96, 0, 0);
 	rec_pkt(FQ_RC, FK_MWMR, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
 	seq_put(dir, n++);
+	/* Fast registration: across the boundary of its two pages (mapped in reverse order),
+	 * READ, ATOMIC, the invalidated generation, a SEND with invalidate, then the key again. */
+	rec_pkt(FQ_RC, FK_FR, 0, RC(WRITE_ONLY), 4000, 200, 0, 200);
+	rec_pkt(FQ_RC, FK_FR, 0, RC(READ_REQ), 3900, 400, 0, 0);
+	rec_pkt(FQ_RC, FK_FR, 0, RC(FETCH_ADD), 4096, 0, 0, 0);
+	rec_pkt(FQ_RC, FK_FR_OLD, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	seq_put(dir, n++);
+	rec_pkt(FQ_RC, FK_FR, 0, RC(SEND_ONLY_INV), 0, 0, 0, 32);
+	rec_pkt(FQ_RC, FK_FR, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	seq_put(dir, n++);
 	/* States: RTR takes requests, SQD too; ERR, INIT, RESET and the destroyed QPN drop. */
 	rec_pkt(FQ_RC_RTR, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
 	rec_pkt(FQ_RC_SQD, FK_RW, 0, RC(READ_REQ), 0, 64, 0, 0);
