@@ -66,6 +66,7 @@
 #define LOC_READ 18176
 #define LOC_ATOMIC 20736
 #define LOC_SRC2 20992
+#define LOC_XRC 22528		/* XRC SRQ receive buffers: 2 x 1024 */
 #define PEER_QPN 0x000123
 
 static struct ibv_context *ctx;
@@ -81,11 +82,12 @@ static uint64_t clock_skew;		/* fuzz_rx_seq: how far the clock was stepped */
 static struct {
 	struct ibv_pd *pd, *pd2;
 	struct ibv_cq *cq;
-	struct ibv_srq *srq;
+	struct ibv_srq *srq, *xsrq;
+	struct ibv_xrcd *xrcd;
 	struct ibv_mr *mr[FK_COUNT];
 	struct ibv_mw *mw;
 	struct ibv_qp *qp[FQ_COUNT];
-	uint32_t gone_qpn;
+	uint32_t gone_qpn, xsrqn;
 	uint32_t key[FK_COUNT];
 	uint64_t base[FK_COUNT];
 	uint32_t len[FK_COUNT];
@@ -352,8 +354,32 @@ static void setup(void)
 	for (int i = 0; i < FQ_COUNT; i++) {
 		enum ibv_qp_type t = i == FQ_UC ? IBV_QPT_UC : i == FQ_UD ? IBV_QPT_UD : IBV_QPT_RC;
 
-		o.qp[i] = qp_new(i == FQ_RC_PD2 ? o.pd2 : o.pd, t, i == FQ_RC_SRQ ? o.srq : NULL);
+		if (i != FQ_XRC)
+			o.qp[i] = qp_new(i == FQ_RC_PD2 ? o.pd2 : o.pd, t,
+					 i == FQ_RC_SRQ ? o.srq : NULL);
 	}
+	/* XRC: a domain, its SRQ (in the first PD, on the CQ), a target QP. */
+	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
+						     IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1 };
+	struct ibv_srq_init_attr_ex xs = {
+		.attr = { .max_wr = 4, .max_sge = 1 }, .srq_type = IBV_SRQT_XRC,
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+			     IBV_SRQ_INIT_ATTR_CQ,
+	};
+	struct ibv_qp_init_attr_ex xq = { .qp_type = IBV_QPT_XRC_RECV,
+					  .comp_mask = IBV_QP_INIT_ATTR_XRCD };
+
+	o.xrcd = ibv_open_xrcd(ctx, &xa);
+	if (!o.xrcd)
+		die("ibv_open_xrcd");
+	xs.pd = o.pd;
+	xs.xrcd = o.xrcd;
+	xs.cq = o.cq;
+	o.xsrq = ibv_create_srq_ex(ctx, &xs);
+	xq.xrcd = o.xrcd;
+	o.qp[FQ_XRC] = ibv_create_qp_ex(ctx, &xq);
+	if (!o.xsrq || !o.qp[FQ_XRC] || ibv_get_srq_num(o.xsrq, &o.xsrqn))
+		die("XRC SRQ/QP");
 	o.gone_qpn = o.qp[FQ_GONE]->qp_num;
 	ibv_destroy_qp(o.qp[FQ_GONE]);
 	o.qp[FQ_GONE] = NULL;
@@ -361,7 +387,7 @@ static void setup(void)
 		[FQ_RC] = IBV_QPS_RTS, [FQ_RC_SRQ] = IBV_QPS_RTS, [FQ_RC_RNR] = IBV_QPS_RTS,
 		[FQ_RC_RTR] = IBV_QPS_RTR, [FQ_RC_SQD] = IBV_QPS_SQD, [FQ_RC_ERR] = IBV_QPS_ERR,
 		[FQ_RC_INIT] = IBV_QPS_INIT, [FQ_UC] = IBV_QPS_RTS, [FQ_UD] = IBV_QPS_RTS,
-		[FQ_RC_RESET] = IBV_QPS_RESET, [FQ_RC_PD2] = IBV_QPS_RTS,
+		[FQ_RC_RESET] = IBV_QPS_RESET, [FQ_RC_PD2] = IBV_QPS_RTS, [FQ_XRC] = IBV_QPS_RTR,
 	};
 	for (int i = 0; i < FQ_COUNT; i++)
 		if (o.qp[i])
@@ -417,6 +443,8 @@ static void setup(void)
 		post_recv(o.qp[FQ_UC], NULL, LOC_UC + i * 512, 512);
 		post_recv(o.qp[FQ_UD], NULL, LOC_UD + i * 1088, 1088);
 	}
+	for (uint32_t i = 0; i < 2; i++)
+		post_recv(NULL, o.xsrq, LOC_XRC + i * 1024, 1024);
 	/* Requests in flight to the peer, whose responses an input may bring: a SEND, a WRITE,
 	 * a READ of 3 response packets, a CMP_SWAP and a FETCH_ADD (8-byte results). */
 	struct ibv_mr *l = o.mr[FK_LOCAL];
@@ -443,6 +471,8 @@ static void teardown(void)
 	for (int k = 0; k < FK_COUNT; k++)
 		if (o.mr[k] && ibv_dereg_mr(o.mr[k]))
 			die("ibv_dereg_mr");
+	if (ibv_destroy_srq(o.xsrq) || ibv_close_xrcd(o.xrcd))
+		die("XRC teardown");
 	if (ibv_destroy_srq(o.srq) || ibv_destroy_cq(o.cq) || ibv_dealloc_pd(o.pd) ||
 	    ibv_dealloc_pd(o.pd2))
 		die("teardown");
@@ -479,7 +509,8 @@ static void check_memory(void)
 	}
 	/* The local MR: only receive buffers and READ/ATOMIC results may change. */
 	for (uint32_t j = LOC_SRC; j < LEN_LOCAL; j++) {
-		if ((j >= LOC_READ && j < LOC_READ + 2500) || (j >= LOC_ATOMIC && j < LOC_ATOMIC + 16))
+		if ((j >= LOC_READ && j < LOC_READ + 2500) || (j >= LOC_ATOMIC && j < LOC_ATOMIC + 16) ||
+		    (j >= LOC_XRC && j < LOC_XRC + 2048))
 			continue;
 		if (data[OFF_LOCAL + j] != ref[OFF_LOCAL + j]) {
 			fprintf(stderr, "fuzz_rx: local MR byte %u, in no writable WQE, changed\n", j);
@@ -539,6 +570,8 @@ static void fix_packet(uint8_t flags, uint8_t qsel, uint8_t ksel, int8_t dpsn, u
 		sr_st_be32(lenp, sr_ld_be32(lenp) % 9000);
 	if ((pkt.mask & SR_M_IETH) && (flags & FX_KEY) && ksel != FK_OWN)
 		sr_st_be32(sr_pkt_h(&pkt, SR_H_IETH), o.key[ksel]);	/* SEND with invalidate */
+	if ((pkt.mask & SR_M_XRCETH) && (flags & FX_KEY))
+		sr_st_be32(sr_pkt_h(&pkt, SR_H_XRCETH), o.xsrqn);
 	if ((pkt.mask & SR_M_DETH) && (flags & FX_KEY))
 		sr_st_be32(sr_pkt_h(&pkt, SR_H_DETH), FUZZ_QKEY);
 }

@@ -22,7 +22,8 @@
 
 #define FX_ICRC_KEEP 0x03	/* both low bits set: the ICRC is left as it is (else recomputed) */
 #define FX_QPN 0x04		/* destination QPN (and P_Key 0xffff) of QP [1] */
-#define FX_KEY 0x08		/* RETH/AtomicETH/IETH rkey of key [2], DETH Q_Key of a UD QP */
+#define FX_KEY 0x08		/* RETH/AtomicETH/IETH rkey of key [2], DETH Q_Key of a UD QP,
+				 * XRCETH SRQ number of the XRC SRQ */
 #define FX_PSN 0x10		/* PSN = expected + (int8)[3] */
 #define FX_STRANGER 0x20	/* from an address that is not the connected peer */
 #define FX_VA 0x40		/* VA near the key's range (128 bytes either side) */
@@ -41,6 +42,7 @@ enum {
 	FQ_RC_RESET,
 	FQ_GONE,	/* the QPN of a QP destroyed during setup */
 	FQ_RC_PD2,	/* RTS, in the second PD */
+	FQ_XRC,		/* XRC target (XRC_RECV) in RTR, its domain's XRC SRQ with receive WQEs */
 	FQ_COUNT
 };
 

@@ -44,6 +44,8 @@ static void put(const char *dir, const char *name, int i, const void *p, size_t 
 static int qp_for(uint8_t opcode)
 {
 	switch (opcode & 0xe0) {
+	case SR_TR_XRC:
+		return FQ_XRC;
 	case SR_TR_UC:
 		return FQ_UC;
 	case SR_TR_UD:
@@ -266,6 +268,14 @@ static void synth(const char *dir)
 	seq_put(dir, n++);
 	rec_pkt(FQ_RC, FK_FR, 0, RC(SEND_ONLY_INV), 0, 0, 0, 32);
 	rec_pkt(FQ_RC, FK_FR, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	seq_put(dir, n++);
+	/* XRC: SEND into the domain's SRQ (two WQEs, then RNR), WRITE and READ with the SRQ's
+	 * PD's key, an ATOMIC. */
+	for (int i = 0; i < 3; i++)
+		rec_pkt(FQ_XRC, FK_RW, 0, SR_OPC(SR_TR_XRC, SR_OP_SEND_ONLY), 0, 0, 0, 300);
+	rec_pkt(FQ_XRC, FK_RW, 0, SR_OPC(SR_TR_XRC, SR_OP_WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_XRC, FK_RW, 0, SR_OPC(SR_TR_XRC, SR_OP_READ_REQ), 0, 2000, 0, 0);
+	rec_pkt(FQ_XRC, FK_RW, 0, SR_OPC(SR_TR_XRC, SR_OP_CMP_SWAP), 0, 0, 0, 0);
 	seq_put(dir, n++);
 	/* States: RTR takes requests, SQD too; ERR, INIT, RESET and the destroyed QPN drop. */
 	rec_pkt(FQ_RC_RTR, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
