@@ -24,6 +24,11 @@ int cmd_devices(int argc, char **argv);
 int cmd_gid(int argc, char **argv);
 int cmd_pcap(int argc, char **argv);
 
+/* run's device view (view.c): enters a private mount namespace showing the devices in /dev
+ * and /sys. 0 done; 1 not possible here (told on stderr, the program runs without it); -1
+ * failed (told). */
+int view_enter(void);
+
 /* Copies s into dst (size bytes) with anything unprintable replaced by '?': names read from a
  * stat file or a device are shown on a terminal. */
 void cli_printable(char *dst, size_t size, const char *s, size_t max);

@@ -32,10 +32,12 @@ void cli_usage(FILE *f)
 {
 	fputs("usage: softrdma <command> [options]\n"
 	      "\n"
-	      "  run [--netdev IF] [--fault SPEC] [--pcap FILE] [-o NAME=VALUE]... [--] CMD [ARGS...]\n"
+	      "  run [--netdev IF] [--fault SPEC] [--pcap FILE] [-o NAME=VALUE]... [--no-view] [--] CMD [ARGS...]\n"
 	      "        run CMD (an unmodified RDMA program) on softrdma: puts softrdma's libibverbs\n"
 	      "        first on LD_LIBRARY_PATH and sets the SOFTRDMA_* parameters given\n"
-	      "        (-o: any parameter of `softrdma params`). Exit: CMD's status; 127 if CMD is\n"
+	      "        (-o: any parameter of `softrdma params`). CMD sees the devices in\n"
+	      "        /dev/infiniband and /sys/class/infiniband, in a private mount namespace\n"
+	      "        (docs/view.md); --no-view: not. Exit: CMD's status; 127 if CMD is\n"
 	      "        not found, 126 if it cannot be executed, 125 if softrdma itself failed\n"
 	      "  devices\n"
 	      "        list devices: node GUID, port state, MTU, GIDs and the address each names\n"
@@ -147,12 +149,14 @@ int cmd_run(int argc, char **argv)
 		{ "fault", required_argument, NULL, 'f' },
 		{ "pcap", required_argument, NULL, 'p' },
 		{ "set", required_argument, NULL, 'o' },
+		{ "no-view", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char lib[PATH_MAX], set[PATH_MAX + 16];
 	const char *old;
 	char *path;
+	bool view = true;
 	int c, rc;
 
 	optind = 1;
@@ -172,6 +176,9 @@ int cmd_run(int argc, char **argv)
 		case 'o':
 			snprintf(set, sizeof(set), "%s", optarg);
 			break;
+		case 'V':
+			view = false;
+			continue;
 		case 'h':
 			cli_usage(stdout);
 			return CLI_OK;
@@ -194,6 +201,16 @@ int cmd_run(int argc, char **argv)
 	}
 	setenv("LD_LIBRARY_PATH", path, 1);
 	free(path);
+	/* After the parameters are set: the view shows the devices the program will get. */
+	unsetenv("SOFTRDMA_VIEW");
+	if (view) {
+		rc = view_enter();
+		if (rc < 0)
+			return CLI_RUN_FAIL;
+		/* The library then rewrites the files naming its own GID and GUID (device.c). */
+		if (rc == 0)
+			setenv("SOFTRDMA_VIEW", "1", 1);
+	}
 
 	execvp(argv[optind], argv + optind);
 	if (errno == ENOENT) {

@@ -61,9 +61,10 @@ static struct sr_device *device_new(const char *netdev)
 	d->ibdev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "softrdma%d", d->index);
 	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%d", d->index);
-	/* There is no sysfs node: paths that do not exist make sysfs readers fail cleanly. */
+	/* Outside `softrdma run`'s view (docs/view.md) these paths do not exist, and sysfs
+	 * readers fail cleanly; in it they are the directories the view shows. */
 	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path),
-		 "/sys/class/infiniband_verbs/softrdma-uverbs%d", d->index);
+		 "/sys/class/infiniband_verbs/uverbs%d", d->index);
 	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path),
 		 "/sys/class/infiniband/softrdma%d", d->index);
 	if (netdev)
@@ -73,6 +74,7 @@ static struct sr_device *device_new(const char *netdev)
 }
 
 static void nic_atfork_child(void);
+static void view_refresh(struct sr_device *d, const struct sr_nic *nic);
 
 static void devices_build(void)
 {
@@ -911,6 +913,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 		ret = -ret;
 		goto fail;
 	}
+	view_refresh(d, nic);
 	sr_info("%s: up at %s, MTU %u (RoCE %u, segments of %u to softrdma peers)", d->ibdev.name,
 		ident, nic->ifmtu, sr_mtu_bytes(nic->active_mtu), nic->seg_max);
 	*out = nic;
@@ -918,6 +921,50 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 fail:
 	nic_destroy(nic);
 	return ret;
+}
+
+/* Under `softrdma run`'s device view (tools/view.c, docs/view.md), the sysfs files naming
+ * what is this process's own (its GID, its node GUID) are rewritten when its NIC comes up, so
+ * they agree with ibv_query_gid and ibv_query_device. Best effort: the view is the program's
+ * own tmpfs; a process that cannot write it (another user's view) leaves it as it is. */
+static void view_put(const char *dir, const char *name, const char *text)
+{
+	char path[512], tmp[560];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	fputs(text, f);
+	if (fclose(f) || rename(tmp, path))
+		unlink(tmp);
+}
+
+static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
+{
+	const char *v = getenv("SOFTRDMA_VIEW");
+	const uint8_t *g = nic->gid.raw;
+	char dir[400], text[64];
+	uint64_t guid;
+
+	if (!v || strcmp(v, "1"))
+		return;
+	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s", d->ibdev.name);
+	if (access(dir, W_OK))
+		return;
+	guid = be64toh(ibv_get_device_guid(&d->ibdev));
+	snprintf(text, sizeof(text), "%04x:%04x:%04x:%04x\n", (unsigned)(guid >> 48) & 0xffff,
+		 (unsigned)(guid >> 32) & 0xffff, (unsigned)(guid >> 16) & 0xffff,
+		 (unsigned)guid & 0xffff);
+	view_put(dir, "node_guid", text);
+	view_put(dir, "sys_image_guid", text);
+	snprintf(text, sizeof(text),
+		 "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", g[0],
+		 g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13],
+		 g[14], g[15]);
+	view_put(dir, "ports/1/gids/0", text);
 }
 
 int sr_nic_get(struct sr_device *d, struct sr_nic **out)
