@@ -18,7 +18,8 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev \
            ibverbs-providers kmod \
            clang libclang-rt-14-dev \
-           liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf
+           liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf \
+           ucx-utils
 
 .PHONY: all deps build build-san build-fuzz demo check test clean
 
