@@ -50,6 +50,8 @@
 #define LEN_MWMR 8192
 #define MW_OFF 1024		/* the window, inside the MR */
 #define MW_LEN 4096
+#define MW2_OFF 5120		/* the type 2 window, inside the same MR */
+#define MW2_LEN 2048
 #define OFF_PD2 47104
 #define LEN_PD2 5632
 #define OFF_FROLD 53248		/* the page the invalidated generation of the fast-reg MR mapped */
@@ -85,7 +87,7 @@ static struct {
 	struct ibv_srq *srq, *xsrq;
 	struct ibv_xrcd *xrcd;
 	struct ibv_mr *mr[FK_COUNT];
-	struct ibv_mw *mw;
+	struct ibv_mw *mw, *mw2;
 	struct ibv_qp *qp[FQ_COUNT];
 	uint32_t gone_qpn, xsrqn;
 	uint32_t key[FK_COUNT];
@@ -410,6 +412,26 @@ static void setup(void)
 	o.base[FK_MW] = (uintptr_t)(data + OFF_MWMR + MW_OFF);
 	o.len[FK_MW] = MW_LEN;
 
+	/* A type 2 window, bound by FQ_RC (and usable through it only). */
+	struct ibv_send_wr bw;
+
+	o.mw2 = ibv_alloc_mw(o.pd, IBV_MW_TYPE_2);
+	if (!o.mw2)
+		die("ibv_alloc_mw type 2");
+	memset(&bw, 0, sizeof(bw));
+	bw.opcode = IBV_WR_BIND_MW;
+	bw.bind_mw.mw = o.mw2;
+	bw.bind_mw.rkey = ibv_inc_rkey(o.mw2->rkey);
+	bw.bind_mw.bind_info.mr = o.mr[FK_MWMR];
+	bw.bind_mw.bind_info.addr = (uintptr_t)(data + OFF_MWMR + MW2_OFF);
+	bw.bind_mw.bind_info.length = MW2_LEN;
+	bw.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+					       IBV_ACCESS_REMOTE_ATOMIC;
+	local_wr(&bw);
+	o.key[FK_MW2] = bw.bind_mw.rkey;
+	o.base[FK_MW2] = (uintptr_t)(data + OFF_MWMR + MW2_OFF);
+	o.len[FK_MW2] = MW2_LEN;
+
 	/* Fast registration: generation 1 maps one page, is registered and invalidated;
 	 * generation 2 maps two other pages, in reverse order, and stays valid. */
 	struct ibv_mr *fr = softrdma_alloc_mr(o.pd, 4);
@@ -466,7 +488,7 @@ static void teardown(void)
 	for (int i = 0; i < FQ_COUNT; i++)
 		if (o.qp[i] && ibv_destroy_qp(o.qp[i]))
 			die("ibv_destroy_qp");
-	if (ibv_dealloc_mw(o.mw))
+	if (ibv_dealloc_mw(o.mw) || ibv_dealloc_mw(o.mw2))
 		die("ibv_dealloc_mw");
 	for (int k = 0; k < FK_COUNT; k++)
 		if (o.mr[k] && ibv_dereg_mr(o.mr[k]))
@@ -489,8 +511,8 @@ static void check_memory(void)
 		{ OFF_RO + LEN_RO, OFF_LOCAL - OFF_RO - LEN_RO, "canary after the RO MR" },
 		{ OFF_LOCAL + LEN_LOCAL, OFF_MWMR - OFF_LOCAL - LEN_LOCAL, "canary after the local MR" },
 		{ OFF_MWMR, MW_OFF, "the window's MR below the window" },
-		{ OFF_MWMR + MW_OFF + MW_LEN, LEN_MWMR - MW_OFF - MW_LEN,
-		  "the window's MR above the window" },
+		{ OFF_MWMR + MW2_OFF + MW2_LEN, LEN_MWMR - MW2_OFF - MW2_LEN,
+		  "the windows' MR above the windows" },
 		{ OFF_MWMR + LEN_MWMR, OFF_PD2 - OFF_MWMR - LEN_MWMR, "canary after the window's MR" },
 		{ OFF_PD2 + LEN_PD2, OFF_FROLD - OFF_PD2 - LEN_PD2, "canary after the other PD's MR" },
 		{ OFF_FROLD, 4096, "the page of the invalidated fast-reg generation" },

@@ -58,6 +58,8 @@ enum {
 	FK_FR,		/* fast-registration MR, its valid key generation: two pages, mapped in
 			 * reverse order (remote read, write, atomic) */
 	FK_FR_OLD,	/* the same MR's previous generation, invalidated: mapped another page */
+	FK_MW2,		/* type 2 window over another part of FK_MWMR, bound to FQ_RC only:
+			 * remote write, read, atomic */
 	FK_COUNT
 };
 

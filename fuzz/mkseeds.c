@@ -259,6 +259,12 @@ static void synth(const char *dir)
 	rec_pkt(FQ_RC, FK_MW, 0, RC(READ_REQ), 4000, 96, 0, 0);
 	rec_pkt(FQ_RC, FK_MWMR, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
 	seq_put(dir, n++);
+	rec_pkt(FQ_RC, FK_MW2, 0, RC(WRITE_ONLY), 1000, 1024, 0, 1024);
+	rec_pkt(FQ_RC, FK_MW2, 0, RC(CMP_SWAP), 2040, 0, 0, 0);
+	rec_pkt(FQ_RC_SRQ, FK_MW2, 0, RC(WRITE_ONLY), 0, 64, 0, 64);	/* not its QP */
+	rec_pkt(FQ_RC, FK_MW2, 0, RC(SEND_ONLY_INV), 0, 0, 0, 8);
+	rec_pkt(FQ_RC, FK_MW2, 0, RC(WRITE_ONLY), 0, 64, 0, 64);	/* invalidated */
+	seq_put(dir, n++);
 	/* Fast registration: across the boundary of its two pages (mapped in reverse order),
 	 * READ, ATOMIC, the invalidated generation, a SEND with invalidate, then the key again. */
 	rec_pkt(FQ_RC, FK_FR, 0, RC(WRITE_ONLY), 4000, 200, 0, 200);
