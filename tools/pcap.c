@@ -6,7 +6,8 @@
  * veth, Linux rxe): every UDP payload sent to port 4791, or to/from a port given with -p (a
  * softrdma device on another port), is parsed with the engine's own parser and its ICRC checked
  * against the IP/UDP header actually captured. Exit status 1 when any such packet is malformed
- * or has a bad ICRC, or when a file holds no RoCEv2 packet at all.
+ * or has a bad ICRC, or when a file holds no RoCEv2 packet at all. A UD SEND to QP1 that holds a
+ * Communication Manager MAD is named (REQ, REP, ...: src/wire/mad.h) and counted by type.
  */
 #include "cli.h"
 
@@ -19,6 +20,7 @@
 
 #include "net/pcap_read.h"
 #include "wire/icrc.h"
+#include "wire/mad.h"
 #include "wire/pkt.h"
 
 #define MAX_PORTS 16
@@ -52,6 +54,7 @@ static void addr_str(const struct sr_ipudp *t, const uint8_t *a, uint16_t port, 
 static int check_file(const char *path, const struct pcap_opts *o)
 {
 	unsigned long counts[256] = { 0 }, roce = 0, good = 0, bad = 0, malformed = 0, other = 0;
+	unsigned long cm[0x20] = { 0 }, mads = 0;
 	struct sr_pcapr r;
 	struct sr_pcapr_rec rec;
 	int ret, n = 0;
@@ -90,6 +93,25 @@ static int check_file(const char *path, const struct pcap_opts *o)
 			good++, counts[pkt.opcode]++;
 		else
 			bad++, counts[pkt.opcode]++;
+		const char *mad = "";
+		char madname[40];
+
+		if (pe == SR_PE_OK && pkt.qpn == SR_GSI_QPN &&
+		    pkt.opcode == (SR_TR_UD | SR_OP_SEND_ONLY)) {
+			struct sr_cm_mad m;
+			int e = sr_cm_mad_decode(&m, pkt.hdr + pkt.hdr_len, pkt.paylen);
+
+			mads++;
+			if (e == 0 || e == SR_MAD_EATTR) {
+				if (m.hdr.attr_id < 0x20)
+					cm[m.hdr.attr_id]++;
+				snprintf(madname, sizeof(madname), "  CM %s",
+					 sr_cm_attr_name(m.hdr.attr_id));
+				mad = madname;
+			} else {
+				mad = "  MAD (not CM)";
+			}
+		}
 		if (o->verbose || !ok) {
 			char s[64], d[64];
 
@@ -98,9 +120,9 @@ static int check_file(const char *path, const struct pcap_opts *o)
 			if (pe != SR_PE_OK)
 				printf("%5d %s > %s  malformed: %s\n", n, s, d, sr_parse_err_desc[pe]);
 			else
-				printf("%5d %s > %s  %-24s QP 0x%06x PSN %8u%s len %4zu  ICRC %s\n", n,
-				       s, d, sr_opcode_name(pkt.opcode), pkt.qpn, pkt.psn,
-				       pkt.ackreq ? " A" : "  ", plen, ok ? "ok" : "BAD");
+				printf("%5d %s > %s  %-24s QP 0x%06x PSN %8u%s len %4zu  ICRC %s%s\n",
+				       n, s, d, sr_opcode_name(pkt.opcode), pkt.qpn, pkt.psn,
+				       pkt.ackreq ? " A" : "  ", plen, ok ? "ok" : "BAD", mad);
 		}
 		free(copy);
 	}
@@ -114,6 +136,18 @@ static int check_file(const char *path, const struct pcap_opts *o)
 	for (int op = 0; op < 256; op++)
 		if (counts[op])
 			printf(" %s x%lu", sr_opcode_name((uint8_t)op), counts[op]);
+	if (mads) {
+		unsigned long named = 0;
+
+		printf(" | MADs to QP1 x%lu:", mads);
+		for (int a = 0; a < 0x20; a++)
+			if (cm[a]) {
+				printf(" CM %s x%lu", sr_cm_attr_name((uint16_t)a), cm[a]);
+				named += cm[a];
+			}
+		if (named < mads)
+			printf(" other x%lu", mads - named);
+	}
 	printf("\n");
 	return (bad || malformed || !roce) ? CLI_FAIL : CLI_OK;
 }

@@ -5,7 +5,8 @@
 # puts our library first and reports a missing command with 127, `stat --doc` lists every
 # counter of stats.h, `stat` reads well-formed files (including a newer minor version) and
 # rejects hostile ones without crashing, `gid` decodes the GID formats, the generated docs are
-# in sync, and (with ibv_rc_pingpong installed) a live process shows up in `stat`.
+# in sync, `pcap` names the CM MADs of kernel rxe's captures, and (with ibv_rc_pingpong
+# installed) a live process shows up in `stat`.
 #
 # Env: SR_BUILD_DIR (set by CTest), SR_SOURCE_DIR (else found from this script's place).
 
@@ -115,6 +116,17 @@ grep -q '^0000:0000:0000:0000:1388:ffff:0a01:0203  IPv4 10.1.2.3, UDP port 5000$
 grep -q '^0000:0000:0000:0000:0000:ffff:0a01:0203  IPv4 10.1.2.3, UDP port 4791$' "$TMP/out" || fail "gid: encode 4791"
 expect_rc 2 "$SR" gid nonsense
 expect_rc 2 "$SR" gid 10.0.0.1:70000
+
+# --- pcap: the kernel rxe's rdma_cm captures, CM MADs to QP1 named and counted by type
+RXE=$SRC/tests/interop/rxe-pcaps/suite
+expect_rc 0 "$SR" pcap "$RXE/rping_C5.pcap" "$RXE/udaddy.pcap"
+grep -q 'rping_C5.pcap: 65 RoCEv2 packets, ICRC ok=65 bad=0 malformed=0.* | MADs to QP1 x5: CM REQ x1 CM REP x1 CM RTU x1 CM DREQ x1 CM DREP x1$' "$TMP/out" ||
+	fail "pcap: rping's CM MADs not named: $(cat "$TMP/out")"
+grep -q 'udaddy.pcap: .* | MADs to QP1 x2: CM SIDR_REQ x1 CM SIDR_REP x1$' "$TMP/out" ||
+	fail "pcap: udaddy's SIDR MADs not named: $(cat "$TMP/out")"
+expect_rc 0 "$SR" pcap -v "$RXE/ucmatose.pcap"
+[ "$(grep -c '  UD SEND_ONLY .*QP 0x000001 .*ICRC ok  CM [A-Z]*$' "$TMP/out")" = 5 ] ||
+	fail "pcap -v: ucmatose's five CM MADs not named per packet"
 
 # --- stat on crafted files: a newer minor, a dead writer, and hostile garbage
 STATS=$TMP/stats
