@@ -90,7 +90,7 @@
 	X(cm_drop_unknown, "rdma_cm: dropped: unknown connection, wrong peer or state (stale, replayed, forged)") \
 	X(cm_rejects_sent, "rdma_cm: requests rejected (no listener, rejected, bad request)") \
 	X(cm_timeouts, "rdma_cm: REQ/REP/DREQ given up after retries, or a silent peer") \
-	X(cm_req_held, "rdma_cm: REQs left unanswered (their port's listener had just gone; the requester retries)")
+	X(cm_req_held, "rdma_cm: REQs left unanswered (their port's listener had just gone, or its bound id does not listen yet; the requester retries)")
 
 enum sr_stat {
 #define SR_STAT_ENUM(name, doc) SR_STAT_##name,
