@@ -8,14 +8,16 @@
  * out-of-order buffer).
  *
  * Every input gets a fresh set of verbs objects on the one device: two PDs, a CQ, an SRQ, QPs
- * of every type in several states (FQ_*), MRs with and without remote rights, a type 1 memory
- * window, pending READ and ATOMIC requests. The registered memory sits between PROT_NONE guard
- * pages, with canaries between the MRs. After each input the harness checks that nothing
- * changed that no key allowed a peer to change: the canaries, the remote-read-only MR, the
- * bytes of the window's MR outside the window, the bytes of the local MR that are in no
- * receive WQE and no READ/ATOMIC result (only the other PD's MR, which its own QP may reach,
- * and the MR with remote write are not checked). The guard pages catch anything beyond.
- * A change aborts, which libFuzzer reports as a crash with the input.
+ * of every type in several states (FQ_*, XRC target included), MRs with and without remote
+ * rights, a type 1 and a type 2 memory window, a fast-registration MR with an invalidated and
+ * a valid key generation, pending READ and ATOMIC requests (FK_* for the keys). The registered
+ * memory sits between PROT_NONE guard pages, with canaries between the MRs. After each input
+ * the harness checks that nothing changed that no key allowed a peer to change: the canaries,
+ * the remote-read-only MR, the windows' MR outside the windows, the bytes of the local MR that
+ * are in no receive WQE and no READ/ATOMIC result, the page the invalidated generation mapped.
+ * (Not checked: what a valid key lets a peer write: the all-rights MR, the windows, the valid
+ * fast-registration map, the other PD's MR, which its own QP may reach.) The guard pages catch
+ * anything beyond. A change aborts, which libFuzzer reports as a crash with the input.
  */
 #include <errno.h>
 #include <stdbool.h>
