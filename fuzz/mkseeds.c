@@ -2,7 +2,7 @@
 /*
  * Seed corpora for the fuzz targets, made at build/test time (nothing large is kept in the
  * repository):
- *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR
+ *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR
  * RXDIR: every RoCEv2 packet of the captures in PCAPDIR (Linux rxe's, tests/interop/rxe-pcaps)
  * as a fuzz_rx record (fuzz_rx.h) aimed at the QP of its transport with every rewrite on;
  * SEQDIR: runs of 16 consecutive packets of one direction, with a clock step in the middle,
@@ -10,13 +10,16 @@
  * (multi-packet and out-of-order requests, duplicate READ/ATOMIC replay, READ responses and
  * ATOMIC ACKs for its pending requests, NAKs and RNR NAKs with clock steps, the SRQ, the
  * window, the other PD); CMDIR: one encoded message of each CM type; RSDIR: each rsocket
- * message.
+ * message; CMSTATEDIR: CM conversations for fuzz_cm_state (a REP, REJ, DREQ, PROBE for its
+ * active id, REQs and what follows them for its listener).
  */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <rdma/rdma_cma.h>
 
 #include "cm/proto.h"
 #include "cm/rsocket/proto.h"
@@ -310,6 +313,69 @@ static void cm_seeds(const char *dir)
 	}
 }
 
+/* fuzz_cm_state: records [ctl][len][datagram] (fuzz_cm_state.c). */
+static uint8_t cs[4096];
+static size_t cslen;
+
+static void cs_msg(uint8_t ctl, uint8_t type, uint16_t reason, uint8_t pdata_len)
+{
+	struct cm_msg m = { .type = type, .src_id = 0x777, .ps = RDMA_PS_TCP, .src_port = 50000,
+			    .qpn = 0x4242, .psn = 0x100, .mtu = IBV_MTU_1024,
+			    .responder_resources = 2, .initiator_depth = 2, .retry_count = 7,
+			    .rnr_retry_count = 7, .qp_type = IBV_QPT_RC, .reason = reason,
+			    .pdata_len = pdata_len };
+	int len;
+
+	m.gid.raw[10] = 0xff;
+	m.gid.raw[11] = 0xff;
+	m.gid.raw[12] = 127;
+	m.gid.raw[15] = 1;
+	memset(m.pdata, 0x42, pdata_len);
+	len = cm_msg_encode(&m, cs + cslen + 2, sizeof(cs) - cslen - 2);
+	if (len <= 0)
+		return;
+	cs[cslen] = ctl;
+	cs[cslen + 1] = (uint8_t)len;
+	cslen += 2 + (size_t)len;
+}
+
+static void cs_put(const char *dir, int i)
+{
+	put(dir, "cmstate", i, cs, cslen);
+	cslen = 0;
+}
+
+static void cm_state_seeds(const char *dir)
+{
+	int n = 0;
+
+	/* The active id: REP (no QP: CONNECT_RESPONSE), then the peer's DREQ, PROBE, REJ. */
+	cs_msg(0x07, CM_MSG_REP, 0, 16);
+	cs_msg(0x07, CM_MSG_PROBE, 0, 0);
+	cs_msg(0x07, CM_MSG_DREQ, 0, 0);
+	cs_put(dir, n++);
+	cs_msg(0x07, CM_MSG_REJ, CM_REJ_CONSUMER_DEFINED, 8);
+	cs_put(dir, n++);
+	cs_msg(0x07, CM_MSG_SIDR_REP, 0, 0);
+	cs_msg(0x0f, CM_MSG_REP, 0, 0);		/* from a stranger */
+	cs_put(dir, n++);
+	/* The listener: a REQ (a child), its retransmission, an RTU and a DREQ for the child,
+	 * a REJ; a REQ rejected by the application; REQs from a stranger, for another port. */
+	cs_msg(0x14, CM_MSG_REQ, 0, 20);
+	cs_msg(0x14, CM_MSG_REQ, 0, 20);
+	cs_msg(0x06, CM_MSG_RTU, 0, 0);
+	cs_msg(0x06, CM_MSG_DREQ, 0, 0);
+	cs_msg(0x06, CM_MSG_REJ, CM_REJ_STALE_CONN, 0);
+	cs_put(dir, n++);
+	cs_msg(0x34, CM_MSG_REQ, 0, 0);
+	cs_msg(0x14, CM_MSG_REQ, 0, 0);
+	cs_msg(0x1c, CM_MSG_REQ, 0, 0);
+	cs_msg(0x04, CM_MSG_REQ, 0, 0);
+	cs_msg(0x14, CM_MSG_SIDR_REQ, 0, 0);
+	cs_msg(0x00, CM_MSG_PROBE, 0, 0);
+	cs_put(dir, n++);
+}
+
 static void rs_seeds(const char *dir)
 {
 	uint8_t buf[1 + RS_DG_HDR_LEN];
@@ -343,8 +409,8 @@ int main(int argc, char **argv)
 	DIR *dir;
 	struct dirent *e;
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR\n");
+	if (argc != 7) {
+		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR\n");
 		return 2;
 	}
 	dir = opendir(argv[1]);
@@ -366,6 +432,7 @@ int main(int argc, char **argv)
 	synth(argv[3]);
 	cm_seeds(argv[4]);
 	rs_seeds(argv[5]);
+	cm_state_seeds(argv[6]);
 	printf("mkseeds: %d seed files\n", nfiles);
 	return 0;
 }

@@ -7,8 +7,8 @@
 #
 #   -t SECONDS  per target (default 60)
 #   -l LABEL    what the table says about the run (default "campaign")
-#   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_rsocket (default: all), each optionally with
-#               its own time: fuzz_rx:600
+#   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket (default: all), each
+#               optionally with its own time: fuzz_rx:600
 #
 # Builds build-fuzz (make build-fuzz) if needed. The corpora grow in
 # build-fuzz/fuzz/campaign/corpus/<target> and are reused by the next campaign; crash inputs
@@ -26,12 +26,12 @@ while getopts t:l: o; do
 done
 shift $((OPTIND - 1))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_rx fuzz_rx_seq fuzz_cm fuzz_rsocket)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket)
 bf=${BUILD_FUZZ:-$src/build-fuzz}
 make -C "$src" --no-print-directory build-fuzz BUILD_FUZZ="$bf" >/dev/null
 camp=$bf/fuzz/campaign
 "$src"/fuzz/run.sh seeds "$bf"/fuzz "$src"/tests/interop/rxe-pcaps/suite "$camp"/seeds >/dev/null
-declare -A seeddir=([fuzz_rx]=rx [fuzz_rx_seq]=seq [fuzz_cm]=cm [fuzz_rsocket]=rs)
+declare -A seeddir=([fuzz_rx]=rx [fuzz_rx_seq]=seq [fuzz_cm]=cm [fuzz_cm_state]=cmstate [fuzz_rsocket]=rs)
 export SOFTRDMA_STATS_DIR=${SOFTRDMA_STATS_DIR:-$bf/stats}
 rows=() total=0 crashes_all=0
 for spec in "${targets[@]}"; do

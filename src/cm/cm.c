@@ -663,6 +663,20 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 	}
 }
 
+int cm_rx_datagram(struct rdma_cm_id *via, const struct sockaddr *from, const uint8_t *buf,
+		   size_t len)
+{
+	struct cm_id *id = (struct cm_id *)via;
+	struct cm_sock *s;
+
+	pthread_mutex_lock(&cm.lock);
+	s = id->lsock ? id->lsock : id->sock;
+	if (s)
+		on_msg(s, from, (struct sockaddr *)&s->addr, buf, len);
+	pthread_mutex_unlock(&cm.lock);
+	return s ? 0 : -ENOTCONN;
+}
+
 /* An ICMP error for a datagram we sent to `dst`: nobody is there (any more). */
 static void on_unreachable(const struct sockaddr *dst)
 {

@@ -172,6 +172,12 @@ extern struct cm_global cm;
 void cm_timewait_add(const struct sockaddr *peer, uint32_t remote_id);
 
 int cm_start(void);			/* starts the thread (cm.lock held) */
+/* One datagram, from `from`, as if the CM thread had received it on the CM socket of id `via`
+ * (a listening id's, else the one it sends from): exactly what the thread does with each
+ * datagram it reads (decode, then the state machines), without the socket. For the fuzz
+ * harness (fuzz/fuzz_cm_state.c); takes cm.lock. 0, or -ENOTCONN when the id has no socket. */
+int cm_rx_datagram(struct rdma_cm_id *via, const struct sockaddr *from, const uint8_t *buf,
+		   size_t len);
 /* Counts a CM event in softrdma's counters (softrdma stat), when running on softrdma. */
 void cm_count(const char *counter);
 void cm_kick(void);
