@@ -19,7 +19,7 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            ibverbs-providers kmod \
            clang libclang-rt-14-dev \
            liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf \
-           ucx-utils libfabric-bin
+           ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev
 
 .PHONY: all deps build build-san build-fuzz demo check test clean
 
