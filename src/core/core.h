@@ -104,6 +104,7 @@ struct sr_nic {
 	uint32_t max_inflight, ack_every;
 
 	struct sr_table qps;		/* by QPN index */
+	struct sr_qp *gsi;		/* QP1, the GSI QP (under qps.lock): sr_qp_make_gsi */
 	struct sr_table keys;		/* MRs (and MWs) by key index */
 
 	pthread_mutex_t rx_lock;	/* one receiver at a time: thread or polling application */

@@ -34,6 +34,10 @@ int sr_qp_create_ex(struct sr_pd *pd, struct sr_xrcd *xrcd, struct ibv_qp_init_a
 int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask);
 int sr_qp_query(struct sr_qp *qp, struct ibv_qp_attr *a, struct ibv_qp_init_attr *ia);
 int sr_qp_destroy(struct sr_qp *qp);
+/* Makes a new UD QP (still in RESET) this NIC's GSI QP: QP number 1, Q_Key 0x80010000 (IBA
+ * 13.5.3.1), receiving the MADs sent to QP1 on the device's port. 0, -EINVAL (not a new UD QP)
+ * or -EBUSY (the NIC has one). */
+int sr_qp_make_gsi(struct sr_qp *qp);
 /* The large segment agreed with a softrdma peer (0: none), for the next move to RTR with path
  * MTU 4096; -EINVAL if not a multiple of 4096 the NIC offers, or not an RC QP before RTR. */
 int sr_qp_set_seg(struct sr_qp *qp, uint32_t bytes);

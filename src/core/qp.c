@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/post.h"
+#include "wire/mad.h"
 #include "wire/psn.h"
 
 uint8_t sr_random8(void);
@@ -194,7 +195,7 @@ struct sr_qp *sr_qp_lookup(struct sr_nic *nic, uint32_t qpn)
 	struct sr_qp *qp;
 
 	pthread_mutex_lock(&t->lock);
-	qp = t->slot[qpn & (t->size - 1)];
+	qp = qpn == SR_GSI_QPN ? nic->gsi : t->slot[qpn & (t->size - 1)];
 	if (qp && sr_qpn(qp) == qpn)
 		sr_qp_ref(qp);
 	else
@@ -429,6 +430,27 @@ bool sr_qp_gone_recently(struct sr_nic *nic, uint32_t qpn)
 	return false;
 }
 
+int sr_qp_make_gsi(struct sr_qp *qp)
+{
+	struct sr_nic *nic = qp->nic;
+	int ret = 0;
+
+	if (qp->type != IBV_QPT_UD || qp->state != IBV_QPS_RESET)
+		return -EINVAL;
+	pthread_mutex_lock(&nic->qps.lock);
+	if (nic->gsi) {
+		ret = -EBUSY;
+	} else {
+		/* The table slot keeps the QP for the engine's own walks; lookups of QPN 1 go
+		 * through nic->gsi, so the random number it had no longer finds it. */
+		nic->gsi = qp;
+		__atomic_store_n(&qp->qpx.qp_base.qp_num, SR_GSI_QPN, __ATOMIC_RELEASE);
+		qp->attr.qkey = SR_GSI_QKEY;
+	}
+	pthread_mutex_unlock(&nic->qps.lock);
+	return ret;
+}
+
 int sr_qp_destroy(struct sr_qp *qp)
 {
 	struct ibv_qp *b = &qp->qpx.qp_base;
@@ -442,6 +464,10 @@ int sr_qp_destroy(struct sr_qp *qp)
 	sr_direct_qp_withdraw(qp);	/* while the index is still ours */
 	pthread_mutex_unlock(&qp->lock);
 	sr_qp_gone_note(qp->nic, sr_qpn(qp));
+	pthread_mutex_lock(&qp->nic->qps.lock);
+	if (qp->nic->gsi == qp)
+		qp->nic->gsi = NULL;
+	pthread_mutex_unlock(&qp->nic->qps.lock);
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
 	sr_resp_final_ack(qp);
@@ -693,6 +719,10 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	ret = check_attrs(qp, a, mask, &peer);
 	if (ret)
 		goto out;
+	if (sr_qpn(qp) == SR_GSI_QPN && (mask & IBV_QP_QKEY) && a->qkey != SR_GSI_QKEY) {
+		ret = -EINVAL;	/* QP1's Q_Key is 0x80010000 (IBA 13.5.3.1) */
+		goto out;
+	}
 	if (next == IBV_QPS_RTS && cur == IBV_QPS_SQD && qp->sq_draining) {
 		ret = -EINVAL;	/* SQD -> RTS only once drained (IBA 10.3.1.x) */
 		goto out;

@@ -74,7 +74,7 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 	}
 	qp = sr_qp_lookup(nic, pkt->qpn);
 	if (!qp) {
-		/* QP1 (the CM's GSI QP) and multicast land here until the cm: issue. */
+		/* QP1 when no CM opened the GSI QP, and multicast, land here. */
 		drop(nic, pkt, sr_qp_gone_recently(nic, pkt->qpn) ? SR_STAT_drop_qp_gone
 								  : SR_STAT_drop_qpn);
 		return;

@@ -36,3 +36,27 @@ int sr_priv_qp_set_seg(struct ibv_qp *qp, uint32_t bytes)
 {
 	return qp ? sr_qp_set_seg(sr_qp(qp), bytes) : -EINVAL;
 }
+
+/*
+ * A UD QP that is this device's GSI QP (QP1): MADs to QP1 on the device's port reach its
+ * receive queue (a GRH, then the 256-byte MAD), and it sends with source QP 1 and the GSI
+ * Q_Key. One per device: EBUSY for a second. For softrdma's CM (the IB CM on the wire).
+ */
+struct ibv_qp *sr_priv_create_gsi_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia);
+struct ibv_qp *sr_priv_create_gsi_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
+{
+	struct ibv_qp *qp;
+	int ret;
+
+	if (!pd || !ia || ia->qp_type != IBV_QPT_UD || ia->srq)
+		return sr_null(-EINVAL);
+	qp = ibv_create_qp(pd, ia);
+	if (!qp)
+		return NULL;
+	ret = sr_qp_make_gsi(sr_qp(qp));
+	if (ret) {
+		ibv_destroy_qp(qp);
+		return sr_null(ret);
+	}
+	return qp;
+}
