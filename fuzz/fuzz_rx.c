@@ -10,7 +10,8 @@
  * Every input gets a fresh set of verbs objects on the one device: two PDs, a CQ, an SRQ, QPs
  * of every type in several states (FQ_*, XRC target included), MRs with and without remote
  * rights, a type 1 and a type 2 memory window, a fast-registration MR with an invalidated and
- * a valid key generation, pending READ and ATOMIC requests (FK_* for the keys). The registered
+ * a valid key generation, an ODP MR over a hole, pending READ and ATOMIC requests (FK_* for
+ * the keys). The registered
  * memory sits between PROT_NONE guard pages, with canaries between the MRs. After each input
  * the harness checks that nothing changed that no key allowed a peer to change: the canaries,
  * the remote-read-only MR, the windows' MR outside the windows, the bytes of the local MR that
@@ -76,6 +77,7 @@
 static struct ibv_context *ctx;
 static struct sr_nic *nic;
 static uint8_t *data;			/* DATA_LEN bytes between two guard pages */
+static uint8_t *odp;			/* 3 pages (the middle one PROT_NONE) between guard pages */
 static uint8_t ref[DATA_LEN];		/* what data holds before each input */
 static int sink = -1;			/* the connected peer's address: a socket nobody reads */
 static struct sr_addr peer, stranger;
@@ -160,6 +162,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		die("mprotect");
 	for (size_t i = 0; i < DATA_LEN; i++)
 		ref[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 0x5c);
+	odp = mmap(NULL, 5 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (odp == MAP_FAILED)
+		die("mmap (ODP)");
+	odp += PAGE;
+	if (mprotect(odp, PAGE, PROT_READ | PROT_WRITE) ||
+	    mprotect(odp + 2 * PAGE, PAGE, PROT_READ | PROT_WRITE))
+		die("mprotect (ODP)");
 	return 0;
 }
 
@@ -350,6 +359,12 @@ static void setup(void)
 	o.mr[FK_MWMR] = reg(o.pd, FK_MWMR, OFF_MWMR, LEN_MWMR,
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
 	o.mr[FK_PD2] = reg(o.pd2, FK_PD2, OFF_PD2, LEN_PD2, all);
+	o.mr[FK_ODP] = ibv_reg_mr(o.pd, odp, 3 * PAGE, all | IBV_ACCESS_ON_DEMAND);
+	if (!o.mr[FK_ODP])
+		die("ibv_reg_mr (ODP)");
+	o.key[FK_ODP] = o.mr[FK_ODP]->rkey;
+	o.base[FK_ODP] = (uintptr_t)odp;
+	o.len[FK_ODP] = 3 * PAGE;
 	o.key[FK_BADTAG] = o.key[FK_RW] ^ 0x5a;
 	o.key[FK_OWN] = 0;
 	o.base[FK_BADTAG] = o.base[FK_RW];

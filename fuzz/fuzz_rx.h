@@ -60,6 +60,8 @@ enum {
 	FK_FR_OLD,	/* the same MR's previous generation, invalidated: mapped another page */
 	FK_MW2,		/* type 2 window over another part of FK_MWMR, bound to FQ_RC only:
 			 * remote write, read, atomic */
+	FK_ODP,		/* On-Demand Paging MR, every right, over three pages whose middle one
+			 * is PROT_NONE (a hole: refused, never a SIGSEGV) */
 	FK_COUNT
 };
 

@@ -286,6 +286,16 @@ static void synth(const char *dir)
 	rec_pkt(FQ_XRC, FK_RW, 0, SR_OPC(SR_TR_XRC, SR_OP_READ_REQ), 0, 2000, 0, 0);
 	rec_pkt(FQ_XRC, FK_RW, 0, SR_OPC(SR_TR_XRC, SR_OP_CMP_SWAP), 0, 0, 0, 0);
 	seq_put(dir, n++);
+	/* The ODP MR: across into its hole, in the hole, past it, a READ over it, an ATOMIC in
+	 * it: each refused (the QP to ERR after the first), never a SIGSEGV. */
+	rec_pkt(FQ_RC, FK_ODP, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
+	rec_pkt(FQ_RC, FK_ODP, 0, RC(WRITE_ONLY), 4000, 200, 0, 200);
+	seq_put(dir, n++);
+	rec_pkt(FQ_RC, FK_ODP, 0, RC(READ_REQ), 8192, 64, 0, 0);
+	rec_pkt(FQ_RC, FK_ODP, 0, RC(READ_REQ), 100, 9000, 0, 0);
+	seq_put(dir, n++);
+	rec_pkt(FQ_RC, FK_ODP, 0, RC(FETCH_ADD), 5000, 0, 0, 0);
+	seq_put(dir, n++);
 	/* States: RTR takes requests, SQD too; ERR, INIT, RESET and the destroyed QPN drop. */
 	rec_pkt(FQ_RC_RTR, FK_RW, 0, RC(WRITE_ONLY), 0, 64, 0, 64);
 	rec_pkt(FQ_RC_SQD, FK_RW, 0, RC(READ_REQ), 0, 64, 0, 0);
