@@ -38,6 +38,7 @@ static const char *device;
 static const char *local_dir;
 static unsigned access_mode = RNBD_ACCESS_RW;
 static const char *stats_file;
+static const char *rtrs_stats_dir;	/* RTRS's per-path counters */
 static pthread_t stats_thread;
 static bool stats_running;
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +58,8 @@ static int rnbd_config(const char *key, const char *value)
 		paths[npaths++] = value;
 	} else if (!strcmp(key, "device")) {
 		device = value;
+	} else if (!strcmp(key, "rtrs_stats_dir")) {
+		rtrs_stats_dir = value;
 	} else if (!strcmp(key, "stats")) {
 		stats_file = value;
 	} else if (!strcmp(key, "local")) {
@@ -93,12 +96,13 @@ static int rnbd_config_complete(void)
 		nbdkit_error("local= and path= exclude each other");
 		return -1;
 	}
+#ifndef RNBD_HAVE_RTRS
 	if (!local_dir) {
-		/* The RTRS transport is not wired in yet (ulp/rtrs). */
-		nbdkit_error("path=: the RTRS transport is not available in this build");
+		nbdkit_error("path=: this build has no RTRS transport (ulp/rtrs)");
 		errno = EOPNOTSUPP;
 		return -1;
 	}
+#endif
 	return 0;
 }
 
@@ -108,7 +112,8 @@ static int rnbd_config_complete(void)
 	"device=NAME              device to open, relative to the server's search path\n" \
 	"access=ro|rw|migration   access mode (default rw)\n" \
 	"local=DIR                run the RNBD server in this process, exporting DIR\n" \
-	"stats=FILE               the counters, rewritten every second while nbdkit runs"
+	"stats=FILE               the counters, rewritten every second while nbdkit runs\n" \
+	"rtrs_stats_dir=DIR       where RTRS writes its per-path counters"
 
 /* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
 static void stats_write(void)
@@ -149,7 +154,12 @@ static int rnbd_after_fork(void)
 	void *ctx;
 	int rc;
 
-	rc = rnbd_local_new(local_dir, sessname, &ops, &ctx);
+#ifdef RNBD_HAVE_RTRS
+	if (!local_dir)
+		rc = rnbd_rtrs_new(sessname, paths, npaths, rtrs_stats_dir, &ops, &ctx);
+	else
+#endif
+		rc = rnbd_local_new(local_dir, sessname, &ops, &ctx);
 	if (rc) {
 		nbdkit_error("rnbd: transport: %s", strerror(-rc));
 		return -1;

@@ -84,6 +84,11 @@ int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, vo
  * the messages passed by function call. For tests and for trying the client without RTRS. */
 int rnbd_local_new(const char *search_path, const char *sessname, const struct rnbd_xport_ops **ops,
 		   void **ctx);
+/* The RTRS transport (rnbd-rtrs.c, built with ulp/rtrs): one session of n paths, each
+ * "DST" or "SRC@DST" with DST "HOST[:PORT]" (port 1234 by default, the kernel's). */
+int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
+		  const char *stats_dir, const struct rnbd_xport_ops **ops, void **ctx);
+
 /* The same on a store the caller owns (several clients of one server: access rules). */
 struct rnbd_store;
 int rnbd_local_new_on(struct rnbd_store *st, const char *sessname,
