@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rdma_cm's REQ over the IB CM (src/cm/ibcm/rdma.c) against the kernel's: every REQ in the
+ * rxe captures (rping, ucmatose, ib_write_bw -R) parses into the connection's parameters
+ * (port space TCP, the addresses and ports of both ends, QPN, PSN, RDMA depths, MTU, GIDs),
+ * and building a REQ from those parameters gives back the kernel's REQ byte for byte. Then
+ * what the mapping refuses or chooses: private data limits per port space, the transport type
+ * of UC and XRC, IPv6 addresses, a service ID or rdma_cm header that is not rdma_cm's.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cm/ibcm/rdma.h"
+#include "net/pcap_read.h"
+#include "sr_test.h"
+#include "wire/hdr.h"
+#include "wire/pkt.h"
+
+static int nreq;
+
+static void check_req(const char *file, const struct sr_cm_mad *m)
+{
+	struct ibcm_rdma_conn p;
+	struct sr_cm_mad again = *m;
+	uint8_t a[SR_MAD_LEN], b[SR_MAD_LEN];
+	const struct sockaddr_in *s, *d;
+	char sa[32], da[32];
+
+	nreq++;
+	CHECK_EQ(ibcm_rdma_req_parse(&m->req, &p), 0);
+	CHECK_EQ(p.ps, IBCM_PS_TCP);
+	CHECK_EQ(p.qp_type, IBV_QPT_RC);
+	CHECK_EQ(p.src.ss_family, AF_INET);
+	s = (const struct sockaddr_in *)&p.src;
+	d = (const struct sockaddr_in *)&p.dst;
+	inet_ntop(AF_INET, &s->sin_addr, sa, sizeof(sa));
+	inet_ntop(AF_INET, &d->sin_addr, da, sizeof(da));
+	CHECK(!strcmp(sa, "10.0.0.2"));
+	CHECK(!strcmp(da, "10.0.0.1"));
+	CHECK_EQ(ntohs(d->sin_port), m->req.service_id & 0xffff);
+	CHECK(ntohs(s->sin_port) != 0);
+	CHECK_EQ(p.qpn, m->req.local_qpn);
+	CHECK_EQ(p.psn, m->req.starting_psn);
+	CHECK_EQ(p.mtu, IBV_MTU_1024);
+	CHECK_EQ(p.pdata_len, 56);
+	CHECK(p.pdata == m->req.pdata + SR_CMA_HDR_LEN);
+	CHECK_EQ(p.sgid.raw[15], 2);	/* ::ffff:10.0.0.2 */
+	CHECK_EQ(p.dgid.raw[15], 1);
+	/* the kernel's choices are ibcm_rdma_defaults' */
+	CHECK_EQ(p.remote_cm_response_timeout, 20);
+	CHECK_EQ(p.local_cm_response_timeout, 20);
+	CHECK_EQ(p.max_cm_retries, 15);
+	CHECK_EQ(p.local_lid, 0xffff);
+	CHECK_EQ(p.hop_limit, 64);
+	CHECK_EQ(p.local_ack_timeout, 19);
+	/* and back: the kernel's REQ, byte for byte */
+	memset(&again.req, 0xee, sizeof(again.req));
+	CHECK_EQ(ibcm_rdma_req_build(&again.req, &p), 0);
+	again.req.local_comm_id = m->req.local_comm_id;	/* the CM's, not the mapping's */
+	REQUIRE(sr_cm_mad_encode(m, a) == 0);
+	REQUIRE(sr_cm_mad_encode(&again, b) == 0);
+	for (int i = 0; i < SR_MAD_LEN; i++)
+		if (a[i] != b[i]) {
+			SR_FAIL("%s: rebuilt REQ byte %d: 0x%02x, kernel's 0x%02x", file, i, b[i], a[i]);
+			break;
+		}
+}
+
+static void scan(const char *dir, const char *name)
+{
+	char path[PATH_MAX + 64];
+	struct sr_pcapr r;
+	struct sr_pcapr_rec rec;
+
+	snprintf(path, sizeof(path), "%s/suite/%s", dir, name);
+	REQUIRE(sr_pcapr_open(&r, path) == 0);
+	while (sr_pcapr_next(&r, &rec) == 1) {
+		struct sr_ipudp ipu;
+		const uint8_t *pl;
+		size_t plen;
+		uint8_t *pkt;
+		struct sr_pkt p;
+		struct sr_cm_mad m;
+
+		if (sr_pcapr_udp(rec.ip, rec.ip_len, &ipu, &pl, &plen) ||
+		    ipu.dport != SR_ROCEV2_UDP_PORT || plen < SR_BTH_LEN ||
+		    sr_bth_qpn((const void *)pl) != SR_GSI_QPN)
+			continue;
+		pkt = malloc(plen);
+		REQUIRE(pkt);
+		memcpy(pkt, pl, plen);
+		REQUIRE(sr_pkt_parse(&p, pkt, plen) == SR_PE_OK);
+		if (sr_cm_mad_decode(&m, p.hdr + p.hdr_len, p.paylen) == 0 &&
+		    m.hdr.attr_id == SR_CM_ATTR_REQ)
+			check_req(name, &m);
+		free(pkt);
+	}
+	sr_pcapr_close(&r);
+}
+
+static void check_choices(void)
+{
+	struct ibcm_rdma_conn p, q;
+	struct sr_cm_req req;
+	struct sockaddr_in6 *s6, *d6;
+	uint8_t pd[92];
+
+	ibcm_rdma_defaults(&p);
+	/* addresses: IPv6 */
+	s6 = (struct sockaddr_in6 *)&p.src;
+	d6 = (struct sockaddr_in6 *)&p.dst;
+	s6->sin6_family = d6->sin6_family = AF_INET6;
+	inet_pton(AF_INET6, "fd00::2", &s6->sin6_addr);
+	inet_pton(AF_INET6, "fd00::1", &d6->sin6_addr);
+	s6->sin6_port = htons(40000);
+	d6->sin6_port = htons(7471);
+	memset(pd, 0xab, sizeof(pd));
+	p.pdata = pd;
+	p.pdata_len = 56;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
+	CHECK_EQ(req.service_id, 0x0000000001061d2full);
+	CHECK_EQ(req.pdata[1], 0x60);
+	CHECK_EQ(req.pdata[SR_CMA_HDR_LEN], 0xab);
+	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), 0);
+	CHECK_EQ(q.dst.ss_family, AF_INET6);
+	CHECK(!memcmp(&((struct sockaddr_in6 *)&q.src)->sin6_addr, &s6->sin6_addr, 16));
+	CHECK_EQ(ntohs(((struct sockaddr_in6 *)&q.src)->sin6_port), 40000);
+	CHECK_EQ(ntohs(((struct sockaddr_in6 *)&q.dst)->sin6_port), 7471);
+	/* private data limits: 56 after the header in TCP/UDP, 92 in the IB port space */
+	p.pdata_len = 57;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
+	p.ps = IBCM_PS_IB;
+	p.pdata_len = 92;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
+	CHECK_EQ(req.pdata[0], 0xab);	/* no rdma_cm header */
+	CHECK_EQ(req.service_id, 0x00000000013f1d2full);
+	p.pdata_len = 93 & 0xff;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
+	p.ps = IBCM_PS_TCP;
+	p.pdata_len = 0;
+	/* transport types: UC 1; XRC 3 with extended type 1, parsed as the XRC target's half */
+	p.qp_type = IBV_QPT_UC;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
+	CHECK_EQ(req.transport_service_type, 1);
+	p.qp_type = IBV_QPT_XRC_SEND;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
+	CHECK_EQ(req.transport_service_type, 3);
+	CHECK_EQ(req.ext_transport_type, 1);
+	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), 0);
+	CHECK_EQ(q.qp_type, IBV_QPT_XRC_RECV);
+	p.qp_type = IBV_QPT_UD;		/* UD goes by SIDR, not REQ */
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
+	p.qp_type = IBV_QPT_RC;
+	/* families must agree */
+	p.src.ss_family = AF_INET;
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
+	p.src.ss_family = AF_INET6;
+	/* not rdma_cm's: another service ID prefix, an unknown port space, a bad header */
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
+	req.service_id |= 1ull << 40;
+	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), -EINVAL);
+	req.service_id = 0x0000000001231d2full;
+	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), -EINVAL);
+	req.service_id = 0x0000000001061d2full;
+	req.pdata[1] = 0x50;
+	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), -EINVAL);
+	req.pdata[1] = 0x60;
+	req.transport_service_type = 2;	/* RD */
+	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), -EINVAL);
+}
+
+int main(void)
+{
+	const char *src = getenv("SR_SOURCE_DIR");
+	char dir[PATH_MAX];
+
+	sr_test_timeout(60);
+	if (src && *src)
+		snprintf(dir, sizeof(dir), "%.*s/tests/interop/rxe-pcaps", PATH_MAX - 32, src);
+	else
+		snprintf(dir, sizeof(dir), "tests/interop/rxe-pcaps");
+	scan(dir, "rping_C5.pcap");
+	scan(dir, "ucmatose.pcap");
+	scan(dir, "ib_write_bw_rdmacm.pcap");
+	CHECK_EQ(nreq, 4);
+	check_choices();
+	return sr_test_done("test_cm_rdma");
+}
