@@ -19,7 +19,8 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            ibverbs-providers kmod \
            clang libclang-rt-14-dev \
            liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf \
-           ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev
+           ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev \
+           python3-pyverbs
 
 .PHONY: all deps build build-san build-fuzz demo check test clean
 

@@ -53,6 +53,18 @@ static uint32_t rand32(void)
 	return v;
 }
 
+/* The id's starting send PSN, chosen once: an application that moves its own QP (an external
+ * QP) asks rdma_init_qp_attr for RTS before rdma_accept, and the REP must then name the PSN
+ * that QP was given. Called with cm.lock held. */
+uint32_t cm_my_psn(struct cm_id *id)
+{
+	if (!id->my_psn_set) {
+		id->my_psn = rand32() & 0xffffff;
+		id->my_psn_set = true;
+	}
+	return id->my_psn;
+}
+
 /* Communication ids start at a random value: a stale message of an earlier process on the
  * same port misses. 0 is never used (it means "not known yet" in messages). */
 uint32_t cm_new_local_id(void)
@@ -612,7 +624,7 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 			return fail(EINVAL);
 		}
 	}
-	id->my_psn = rand32() & 0xffffff;
+	cm_my_psn(id);
 	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
 	/* Large segments: the smaller of the two offers, when both made one (docs/cm.md). */
 	if (id->seg > id->dev->seg)
@@ -723,6 +735,7 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 		return fail(EINVAL);
 	}
 	id->my_psn = rand32() & 0xffffff;
+	id->my_psn_set = true;
 	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
 	if (p) {
 		id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;

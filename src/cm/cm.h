@@ -107,6 +107,7 @@ struct cm_id {
 	/* negotiated connection data */
 	union ibv_gid peer_gid;
 	uint32_t peer_qpn, peer_psn, my_psn, my_qpn;
+	bool my_psn_set;	/* my_psn chosen (cm_my_psn) */
 	enum ibv_mtu path_mtu;
 	uint32_t seg;				/* large segment: offered (REQ), agreed (REP); 0: none */
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
@@ -199,6 +200,7 @@ uint16_t cm_sock_port(const struct cm_sock *s);	/* network order */
 struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
 			  enum ibv_qp_type qpt);
 uint32_t cm_new_local_id(void);
+uint32_t cm_my_psn(struct cm_id *id);	/* the starting send PSN, chosen once (api.c) */
 
 /* QP automation (qp.c). */
 int cm_qp_to_init(struct cm_id *id, struct ibv_qp *qp);

@@ -74,7 +74,7 @@ int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask)
 		}
 		return 0;
 	case IBV_QPS_RTS:
-		a->sq_psn = id->my_psn;
+		a->sq_psn = cm_my_psn(id);
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 		if (ud)
 			return 0;
