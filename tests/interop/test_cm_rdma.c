@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * rdma_cm's REQ over the IB CM (src/cm/ibcm/rdma.c) against the kernel's: every REQ in the
- * rxe captures (rping, ucmatose, ib_write_bw -R) parses into the connection's parameters
- * (port space TCP, the addresses and ports of both ends, QPN, PSN, RDMA depths, MTU, GIDs),
- * and building a REQ from those parameters gives back the kernel's REQ byte for byte. Then
+ * rdma_cm over the IB CM (src/cm/ibcm/rdma.c) against the kernel's: every REQ in the rxe
+ * captures (rping, ucmatose, ib_write_bw -R) parses into the connection's parameters (port
+ * space TCP, the addresses and ports of both ends, QPN, PSN, RDMA depths, MTU, GIDs), and
+ * building a REQ from those parameters gives back the kernel's REQ byte for byte; the same
+ * for every REP, and for udaddy's SIDR_REQ (RDMA_PS_UDP) and SIDR_REP (QPN, Q_Key). Then
  * what the mapping refuses or chooses: private data limits per port space, the transport type
  * of UC and XRC, IPv6 addresses, a service ID or rdma_cm header that is not rdma_cm's.
  */
@@ -20,7 +21,74 @@
 #include "wire/hdr.h"
 #include "wire/pkt.h"
 
-static int nreq;
+static int nreq, nrep, nsidr;
+
+/* Our build of m's message must be m's 256 bytes. */
+static void same_bytes(const char *file, const struct sr_cm_mad *m, const struct sr_cm_mad *ours)
+{
+	uint8_t a[SR_MAD_LEN], b[SR_MAD_LEN];
+
+	REQUIRE(sr_cm_mad_encode(m, a) == 0);
+	REQUIRE(sr_cm_mad_encode(ours, b) == 0);
+	for (int i = 0; i < SR_MAD_LEN; i++)
+		if (a[i] != b[i]) {
+			SR_FAIL("%s %s: rebuilt byte %d: 0x%02x, kernel's 0x%02x", file,
+				sr_cm_attr_name(m->hdr.attr_id), i, b[i], a[i]);
+			break;
+		}
+}
+
+static void check_rep(const char *file, const struct sr_cm_mad *m)
+{
+	struct ibcm_rdma_conn p;
+	struct sr_cm_mad again = *m;
+
+	nrep++;
+	ibcm_rdma_rep_parse(&m->rep, &p);
+	CHECK_EQ(p.qpn, m->rep.local_qpn);
+	CHECK_EQ(p.psn, m->rep.starting_psn);
+	CHECK_EQ(p.target_ack_delay, 15);	/* rxe's */
+	CHECK_EQ(p.pdata_len, 196);
+	memset(&again.rep, 0xee, sizeof(again.rep));
+	CHECK_EQ(ibcm_rdma_rep_build(&again.rep, &p), 0);
+	again.rep.local_comm_id = m->rep.local_comm_id;	/* the CM's */
+	again.rep.remote_comm_id = m->rep.remote_comm_id;
+	same_bytes(file, m, &again);
+}
+
+/* udaddy: the UD id's SIDR_REQ (RDMA_PS_UDP) and its answer (QPN, RDMA_UDP_QKEY). */
+static void check_sidr(const char *file, const struct sr_cm_mad *m)
+{
+	struct ibcm_rdma_conn p;
+	struct sr_cm_mad again = *m;
+
+	nsidr++;
+	if (m->hdr.attr_id == SR_CM_ATTR_SIDR_REQ) {
+		const struct sockaddr_in *d;
+
+		CHECK_EQ(ibcm_rdma_sidr_req_parse(&m->sidr_req, &p), 0);
+		CHECK_EQ(p.ps, IBCM_PS_UDP);
+		CHECK_EQ(p.qp_type, IBV_QPT_UD);
+		CHECK_EQ(p.pkey, 0xffff);
+		d = (const struct sockaddr_in *)&p.dst;
+		CHECK_EQ(ntohs(d->sin_port), 7174);
+		CHECK_EQ(ntohl(d->sin_addr.s_addr), 0x0a000001);
+		CHECK_EQ(p.pdata_len, 180);
+		memset(&again.sidr_req, 0xee, sizeof(again.sidr_req));
+		CHECK_EQ(ibcm_rdma_sidr_req_build(&again.sidr_req, &p), 0);
+		again.sidr_req.request_id = m->sidr_req.request_id;
+	} else {
+		ibcm_rdma_sidr_rep_parse(&m->sidr_rep, &p);
+		CHECK_EQ(p.sidr_status, SR_CM_SIDR_SUCCESS);
+		CHECK_EQ(p.qkey, 0x01234567);		/* RDMA_UDP_QKEY */
+		CHECK_EQ(p.qpn, m->sidr_rep.qpn);
+		p.pdata_len = 136;
+		memset(&again.sidr_rep, 0xee, sizeof(again.sidr_rep));
+		CHECK_EQ(ibcm_rdma_sidr_rep_build(&again.sidr_rep, m->sidr_rep.service_id, &p), 0);
+		again.sidr_rep.request_id = m->sidr_rep.request_id;
+	}
+	same_bytes(file, m, &again);
+}
 
 static void check_req(const char *file, const struct sr_cm_mad *m)
 {
@@ -94,9 +162,14 @@ static void scan(const char *dir, const char *name)
 		REQUIRE(pkt);
 		memcpy(pkt, pl, plen);
 		REQUIRE(sr_pkt_parse(&p, pkt, plen) == SR_PE_OK);
-		if (sr_cm_mad_decode(&m, p.hdr + p.hdr_len, p.paylen) == 0 &&
-		    m.hdr.attr_id == SR_CM_ATTR_REQ)
+		if (sr_cm_mad_decode(&m, p.hdr + p.hdr_len, p.paylen) != 0)
+			SR_FAIL("%s: a MAD to QP1 that is not a CM MAD", name);
+		else if (m.hdr.attr_id == SR_CM_ATTR_REQ)
 			check_req(name, &m);
+		else if (m.hdr.attr_id == SR_CM_ATTR_REP)
+			check_rep(name, &m);
+		else if (m.hdr.attr_id == SR_CM_ATTR_SIDR_REQ || m.hdr.attr_id == SR_CM_ATTR_SIDR_REP)
+			check_sidr(name, &m);
 		free(pkt);
 	}
 	sr_pcapr_close(&r);
@@ -155,6 +228,37 @@ static void check_choices(void)
 	p.qp_type = IBV_QPT_UD;		/* UD goes by SIDR, not REQ */
 	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
 	p.qp_type = IBV_QPT_RC;
+	/* REP and SIDR private data limits: 196, 180 after the header (TCP/UDP), 136 */
+	{
+		struct sr_cm_rep rep;
+		struct sr_cm_sidr_req sreq;
+		struct sr_cm_sidr_rep srep;
+		uint8_t big[SR_CM_SIDR_REQ_PDATA + 1] = { 0 };
+
+		p.pdata = big;
+		p.pdata_len = 196;
+		CHECK_EQ(ibcm_rdma_rep_build(&rep, &p), 0);
+		p.pdata_len = 197;
+		CHECK_EQ(ibcm_rdma_rep_build(&rep, &p), -EINVAL);
+		p.ps = IBCM_PS_UDP;
+		p.pdata_len = 180;
+		CHECK_EQ(ibcm_rdma_sidr_req_build(&sreq, &p), 0);
+		p.pdata_len = 181;
+		CHECK_EQ(ibcm_rdma_sidr_req_build(&sreq, &p), -EINVAL);
+		p.pdata_len = 136;
+		p.sidr_status = SR_CM_SIDR_UNSUPPORTED;
+		p.qpn = 0x42;
+		p.qkey = 0x01234567;
+		CHECK_EQ(ibcm_rdma_sidr_rep_build(&srep, 1, &p), 0);
+		CHECK_EQ(srep.status, SR_CM_SIDR_UNSUPPORTED);
+		CHECK_EQ(srep.qpn, 0);		/* no QP for a service not found */
+		p.pdata_len = 137;
+		CHECK_EQ(ibcm_rdma_sidr_rep_build(&srep, 1, &p), -EINVAL);
+		p.ps = IBCM_PS_TCP;
+		p.pdata = pd;
+		p.pdata_len = 0;
+		p.sidr_status = 0;
+	}
 	/* families must agree */
 	p.src.ss_family = AF_INET;
 	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
@@ -186,7 +290,10 @@ int main(void)
 	scan(dir, "rping_C5.pcap");
 	scan(dir, "ucmatose.pcap");
 	scan(dir, "ib_write_bw_rdmacm.pcap");
+	scan(dir, "udaddy.pcap");
 	CHECK_EQ(nreq, 4);
+	CHECK_EQ(nrep, 4);
+	CHECK_EQ(nsidr, 2);
 	check_choices();
 	return sr_test_done("test_cm_rdma");
 }

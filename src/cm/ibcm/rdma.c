@@ -74,14 +74,46 @@ static void sockaddr_from16(struct sockaddr_storage *ss, int ipv, const uint8_t 
 	}
 }
 
+/* rdma_cm's header for p's addresses into pdata: 0, or -EINVAL (families differ, unknown). */
+static int cma_hdr_build(uint8_t *pdata, const struct ibcm_rdma_conn *p)
+{
+	struct sr_cma_hdr h = { .version = 0 };
+
+	if (p->src.ss_family != p->dst.ss_family ||
+	    (p->src.ss_family != AF_INET && p->src.ss_family != AF_INET6))
+		return -EINVAL;
+	h.ip_version = p->src.ss_family == AF_INET ? 4 : 6;
+	h.port = port_of(&p->src);
+	addr16(&p->src, h.src_addr);
+	addr16(&p->dst, h.dst_addr);
+	sr_cma_hdr_encode(&h, pdata);
+	return 0;
+}
+
+/* The addresses of rdma_cm's header in pdata into p (the destination port: the service's). */
+static int cma_hdr_parse(const uint8_t *pdata, uint16_t port, struct ibcm_rdma_conn *p)
+{
+	struct sr_cma_hdr h;
+
+	if (sr_cma_hdr_decode(&h, pdata))
+		return -EINVAL;
+	sockaddr_from16(&p->src, h.ip_version, h.src_addr, h.port);
+	sockaddr_from16(&p->dst, h.ip_version, h.dst_addr, port);
+	return 0;
+}
+
+static bool known_ps(uint16_t ps)
+{
+	return ps == IBCM_PS_TCP || ps == IBCM_PS_UDP || ps == IBCM_PS_IB || ps == IBCM_PS_IPOIB;
+}
+
 int ibcm_rdma_req_build(struct sr_cm_req *req, const struct ibcm_rdma_conn *p)
 {
 	size_t off = 0;
 
 	if (p->pdata_len > ibcm_rdma_req_pdata_max(p->ps) || (p->pdata_len && !p->pdata))
 		return -EINVAL;
-	if (p->ps != IBCM_PS_TCP && p->ps != IBCM_PS_UDP && p->ps != IBCM_PS_IB &&
-	    p->ps != IBCM_PS_IPOIB)
+	if (!known_ps(p->ps))
 		return -EINVAL;
 	memset(req, 0, sizeof(*req));
 	switch (p->qp_type) {
@@ -99,16 +131,8 @@ int ibcm_rdma_req_build(struct sr_cm_req *req, const struct ibcm_rdma_conn *p)
 		return -EINVAL;
 	}
 	if (ip_ps(p->ps)) {
-		struct sr_cma_hdr h = { .version = 0 };
-
-		if (p->src.ss_family != p->dst.ss_family ||
-		    (p->src.ss_family != AF_INET && p->src.ss_family != AF_INET6))
+		if (cma_hdr_build(req->pdata, p))
 			return -EINVAL;
-		h.ip_version = p->src.ss_family == AF_INET ? 4 : 6;
-		h.port = port_of(&p->src);
-		addr16(&p->src, h.src_addr);
-		addr16(&p->dst, h.dst_addr);
-		sr_cma_hdr_encode(&h, req->pdata);
 		off = SR_CMA_HDR_LEN;
 	}
 	if (p->pdata_len)
@@ -147,8 +171,7 @@ int ibcm_rdma_req_parse(const struct sr_cm_req *req, struct ibcm_rdma_conn *p)
 	uint16_t ps = (uint16_t)(req->service_id >> 16), port = (uint16_t)req->service_id;
 
 	memset(p, 0, sizeof(*p));
-	if (req->service_id >> 32 ||
-	    (ps != IBCM_PS_TCP && ps != IBCM_PS_UDP && ps != IBCM_PS_IB && ps != IBCM_PS_IPOIB))
+	if (req->service_id >> 32 || !known_ps(ps))
 		return -EINVAL;
 	p->ps = ps;
 	if (req->transport_service_type == SR_CM_TST_RC)
@@ -161,12 +184,8 @@ int ibcm_rdma_req_parse(const struct sr_cm_req *req, struct ibcm_rdma_conn *p)
 	else
 		return -EINVAL;
 	if (ip_ps(ps)) {
-		struct sr_cma_hdr h;
-
-		if (sr_cma_hdr_decode(&h, req->pdata))
+		if (cma_hdr_parse(req->pdata, port, p))
 			return -EINVAL;
-		sockaddr_from16(&p->src, h.ip_version, h.src_addr, h.port);
-		sockaddr_from16(&p->dst, h.ip_version, h.dst_addr, port);
 		p->pdata = req->pdata + SR_CMA_HDR_LEN;
 	} else {
 		p->pdata = req->pdata;
@@ -196,4 +215,105 @@ int ibcm_rdma_req_parse(const struct sr_cm_req *req, struct ibcm_rdma_conn *p)
 	p->sl = req->primary.sl;
 	p->local_ack_timeout = req->primary.local_ack_timeout;
 	return 0;
+}
+
+int ibcm_rdma_rep_build(struct sr_cm_rep *rep, const struct ibcm_rdma_conn *p)
+{
+	if (p->pdata_len > SR_CM_REP_PDATA || (p->pdata_len && !p->pdata))
+		return -EINVAL;
+	memset(rep, 0, sizeof(*rep));
+	rep->local_qpn = p->qpn & 0xffffff;
+	rep->starting_psn = p->psn & 0xffffff;
+	rep->responder_resources = p->responder_resources;
+	rep->initiator_depth = p->initiator_depth;
+	rep->target_ack_delay = p->target_ack_delay & 0x1f;
+	rep->rnr_retry_count = p->rnr_retry_count & 7;
+	rep->srq = p->srq;
+	rep->local_ca_guid = p->ca_guid;
+	if (p->pdata_len)
+		memcpy(rep->pdata, p->pdata, p->pdata_len);
+	return 0;
+}
+
+void ibcm_rdma_rep_parse(const struct sr_cm_rep *rep, struct ibcm_rdma_conn *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->qpn = rep->local_qpn;
+	p->psn = rep->starting_psn;
+	p->responder_resources = rep->responder_resources;
+	p->initiator_depth = rep->initiator_depth;
+	p->target_ack_delay = rep->target_ack_delay;
+	p->rnr_retry_count = rep->rnr_retry_count;
+	p->srq = rep->srq;
+	p->ca_guid = rep->local_ca_guid;
+	p->pdata = rep->pdata;
+	p->pdata_len = SR_CM_REP_PDATA;
+}
+
+int ibcm_rdma_sidr_req_build(struct sr_cm_sidr_req *r, const struct ibcm_rdma_conn *p)
+{
+	size_t off = ip_ps(p->ps) ? SR_CMA_HDR_LEN : 0;
+
+	if (!known_ps(p->ps) || p->pdata_len > SR_CM_SIDR_REQ_PDATA - off ||
+	    (p->pdata_len && !p->pdata))
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	if (off && cma_hdr_build(r->pdata, p))
+		return -EINVAL;
+	if (p->pdata_len)
+		memcpy(r->pdata + off, p->pdata, p->pdata_len);
+	r->pkey = p->pkey;
+	r->service_id = ibcm_rdma_service_id(p->ps, port_of(&p->dst));
+	return 0;
+}
+
+int ibcm_rdma_sidr_req_parse(const struct sr_cm_sidr_req *r, struct ibcm_rdma_conn *p)
+{
+	uint16_t ps = (uint16_t)(r->service_id >> 16), port = (uint16_t)r->service_id;
+
+	memset(p, 0, sizeof(*p));
+	if (r->service_id >> 32 || !known_ps(ps))
+		return -EINVAL;
+	p->ps = ps;
+	p->qp_type = IBV_QPT_UD;
+	p->pkey = r->pkey;
+	if (ip_ps(ps)) {
+		if (cma_hdr_parse(r->pdata, port, p))
+			return -EINVAL;
+		p->pdata = r->pdata + SR_CMA_HDR_LEN;
+		p->pdata_len = SR_CM_SIDR_REQ_PDATA - SR_CMA_HDR_LEN;
+	} else {
+		p->pdata = r->pdata;
+		p->pdata_len = SR_CM_SIDR_REQ_PDATA;
+	}
+	return 0;
+}
+
+int ibcm_rdma_sidr_rep_build(struct sr_cm_sidr_rep *r, uint64_t service_id,
+			     const struct ibcm_rdma_conn *p)
+{
+	if (p->pdata_len > SR_CM_SIDR_REP_PDATA || (p->pdata_len && !p->pdata))
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	r->status = p->sidr_status;
+	r->service_id = service_id;
+	/* IBA 12.11 (SIDR): QPN and Q_Key mean something only when the service was found */
+	if (p->sidr_status == SR_CM_SIDR_SUCCESS) {
+		r->qpn = p->qpn & 0xffffff;
+		r->qkey = p->qkey;
+	}
+	if (p->pdata_len)
+		memcpy(r->pdata, p->pdata, p->pdata_len);
+	return 0;
+}
+
+void ibcm_rdma_sidr_rep_parse(const struct sr_cm_sidr_rep *r, struct ibcm_rdma_conn *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->qp_type = IBV_QPT_UD;
+	p->sidr_status = r->status;
+	p->qpn = r->qpn;
+	p->qkey = r->qkey;
+	p->pdata = r->pdata;
+	p->pdata_len = SR_CM_SIDR_REP_PDATA;
 }

@@ -41,6 +41,9 @@ struct ibcm_rdma_conn {
 	uint16_t local_lid, remote_lid;
 	uint32_t flow_label;
 	uint8_t traffic_class, hop_limit, sl, local_ack_timeout, packet_rate;
+	uint8_t target_ack_delay;		/* REP (5 bits) */
+	uint32_t qkey;				/* SIDR_REP: the UD QP's Q_Key */
+	uint8_t sidr_status;			/* SIDR_REP: enum sr_cm_sidr_status */
 	const uint8_t *pdata;			/* the user's private data */
 	uint8_t pdata_len;
 };
@@ -62,5 +65,27 @@ int ibcm_rdma_req_build(struct sr_cm_req *req, const struct ibcm_rdma_conn *p);
  * kernel rejects such a REQ: reason 8, invalid service ID, or 28, consumer defined).
  */
 int ibcm_rdma_req_parse(const struct sr_cm_req *req, struct ibcm_rdma_conn *p);
+
+/*
+ * The passive side's REP (IBA 12.6.8) from its QP: QPN, the PSN it expects to receive, depths,
+ * RNR retry count, SRQ, CA GUID, target ACK delay, and the user's private data (no rdma_cm
+ * header). 0, or -EINVAL (private data over 196 bytes). Parse: the same fields back (pdata
+ * points into rep, all 196 bytes).
+ */
+int ibcm_rdma_rep_build(struct sr_cm_rep *rep, const struct ibcm_rdma_conn *p);
+void ibcm_rdma_rep_parse(const struct sr_cm_rep *rep, struct ibcm_rdma_conn *p);
+/*
+ * SIDR for rdma_cm's UD ids (IBA 12.11): the SIDR_REQ carries the service ID and P_Key and,
+ * in the IP port spaces, rdma_cm's header then the user's private data (216 bytes less the
+ * header); the SIDR_REP the status, and on success the UD QP's number and Q_Key, then the
+ * user's private data (136). The request ID is the CM's: the caller sets it. Build: 0 or
+ * -EINVAL (private data too long, addresses as for the REQ); parse: 0 or -EINVAL (not
+ * rdma_cm's service ID or header).
+ */
+int ibcm_rdma_sidr_req_build(struct sr_cm_sidr_req *r, const struct ibcm_rdma_conn *p);
+int ibcm_rdma_sidr_req_parse(const struct sr_cm_sidr_req *r, struct ibcm_rdma_conn *p);
+int ibcm_rdma_sidr_rep_build(struct sr_cm_sidr_rep *r, uint64_t service_id,
+			     const struct ibcm_rdma_conn *p);
+void ibcm_rdma_sidr_rep_parse(const struct sr_cm_sidr_rep *r, struct ibcm_rdma_conn *p);
 
 #endif /* SR_CM_IBCM_RDMA_H */
