@@ -10,10 +10,13 @@
 # on eth0), so the device is bound to an interface that is not lo: the first IPv4 interface
 # that is up (both processes on it). Skipped, with a message, when there is none.
 #
-# Not here: between two network namespaces the msg client's connect fails at once (event
-# error, provider error -8: softrdma's CM reports an ICMP-unreachable REQ as a reject with
-# reason 8); the server seems to listen on a loopback address (it binds 127.0.0.1 after the
-# veth's). Not understood yet: reported, not hidden behind a skip.
+# Not between two network namespaces: this fi_pingpong's msg server gives libfabric neither an
+# address nor a port, so the verbs provider asks rdma_getaddrinfo for "localhost" (passive),
+# binds its listener to 127.0.0.1 and the server sends 127.0.0.1:PORT to the client, which in
+# another namespace (or on another host) is its own loopback: the connect is refused (an ICMP
+# port unreachable, reported as a reject with reason 8, provider error -8). The kernel's
+# rdma_cm binds 127.0.0.1 the same way (to the first device), so this is the program's limit,
+# not softrdma's.
 
 . "$(dirname "$0")/lib.sh"
 need_build
