@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CM's MAD agent on one device: its QP1 (sr_priv_create_gsi_qp), receive buffers always
+ * posted, CM MADs sent to a peer's QP1 and received from any. Through the public verbs API
+ * only, as the rest of librdmacm. Not wired into librdmacm yet (docs/cm.md).
+ */
+#ifndef SR_CM_IBCM_AGENT_H
+#define SR_CM_IBCM_AGENT_H
+
+#include <infiniband/verbs.h>
+
+#include "wire/mad.h"
+
+#define IBCM_AGENT_RX 32	/* receives kept posted */
+
+struct ibcm_agent {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *scq, *rcq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;		/* IBCM_AGENT_RX receive slots (GRH + MAD), then one send slot */
+	uint64_t dropped;	/* received, not a CM MAD (counted, never delivered) */
+};
+
+/* A CM MAD received, and an address vector to answer its sender (destroy it when done). */
+struct ibcm_rx {
+	struct sr_cm_mad mad;
+	union ibv_gid sgid;	/* the sender's GID (from the GRH) */
+	uint32_t src_qp;	/* 1 for every CM peer */
+	struct ibv_ah *ah;
+};
+
+/* Opens QP1 on ctx (with a PD of its own) and posts the receives. 0 or -errno (-EOPNOTSUPP
+ * without softrdma's libibverbs, -EBUSY when the device's QP1 is taken). */
+int ibcm_agent_open(struct ibcm_agent *a, struct ibv_context *ctx);
+void ibcm_agent_close(struct ibcm_agent *a);
+/* Sends m to QP1 behind ah; waits for the send's completion. 0 or -errno. */
+int ibcm_agent_send(struct ibcm_agent *a, struct ibv_ah *ah, const struct sr_cm_mad *m);
+/* An address vector to a GID (port 1, GID index 0), for the first message to a peer. */
+struct ibv_ah *ibcm_agent_ah(struct ibcm_agent *a, const union ibv_gid *dgid);
+/* The next CM MAD within timeout_ms: 1 (*rx filled), 0 (none), or -errno. Sleeps on the
+ * completion channel; a MAD that does not decode is dropped and counted. */
+int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms);
+
+#endif /* SR_CM_IBCM_AGENT_H */
