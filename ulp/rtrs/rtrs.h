@@ -204,7 +204,9 @@ struct rtrs_srv_opts {
 	uint32_t queue_depth;		/* 512 chunks per session; 1..65535 */
 	uint32_t max_hdr_size;		/* user header limit sent in CON_RSP: 4096 */
 	int always_invalidate;		/* 1: new chunk rkey per IO, client READ buffers
-					 * invalidated by SEND_WITH_INV (docs/rtrs.md) */
+					 * invalidated by SEND_WITH_INV (docs/rtrs.md).
+					 * NOT IMPLEMENTED YET: default 0, and 1 makes
+					 * rtrs_srv_open fail with EOPNOTSUPP */
 	unsigned int hb_interval_ms;	/* 5000 */
 	unsigned int hb_missed_max;	/* 5 */
 	const char *stats_dir;		/* as the client's */

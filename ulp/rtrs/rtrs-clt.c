@@ -1,0 +1,1142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RTRS client (docs/rtrs.md): a session of several paths, each a service connection plus IO
+ * connections; permits = server chunks; multipath policies; heartbeats; reconnect with delay
+ * and jitter; fail-over of requests in flight. One event thread per session; callers submit
+ * from any thread under the session lock. Public verbs and rdma_cm only.
+ */
+#include "rtrs-common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define CLT_MAX_PATHS 16
+#define CLT_MAX_CONS 17
+#define CLT_IO_RECV_SIZE 64
+#define CLT_SVC_RECVS 8
+#define CLT_QD_CAP 1024	/* QPs are sized before the server's queue depth is known */
+
+struct clt_path;
+
+struct clt_con {
+	struct clt_path *path;
+	unsigned int cid;
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	char *rbuf;
+	size_t rsize;
+	struct ibv_mr *rmr;
+	unsigned int nrecv;
+	int established;
+};
+
+struct clt_path {
+	struct rtrs_clt *clt;
+	int used;
+	struct sockaddr_storage src, dst;
+	int has_src;
+	char src_s[64], dst_s[64];
+	uint8_t uuid[16];
+	uint16_t recon_cnt;
+	unsigned int cid_num;
+	struct clt_con cons[CLT_MAX_CONS];
+	unsigned int nest, rr;
+	struct ibv_pd *pd;
+	struct ibv_mr *data_mr, *msg_mr;
+	struct rtrs_sg_desc *rbufs;
+	int state, removing;
+	uint64_t state_ns, reconnect_at, hb_sent_ns;
+	int hb_wait;
+	unsigned int attempts;
+	struct rtrs_path_stats st;
+};
+
+enum { REQ_FREE, REQ_PENDING, REQ_INFLIGHT };
+
+struct clt_req {
+	uint32_t id;
+	int state;
+	enum rtrs_dir dir;
+	rtrs_conf_fn conf;
+	void *priv;
+	struct iovec *sg;
+	unsigned int sg_cnt;
+	uint32_t len;
+	uint16_t usr_len;
+	struct clt_path *path;
+	uint64_t submit_ns;
+	int done_err;
+	struct clt_req *dnext;
+};
+
+struct rtrs_clt {
+	struct rtrs_clt_opts o;
+	char name[RTRS_NAME_MAX + 1];
+	char stats_dir[256];
+	uint8_t uuid[16];
+	struct rdma_event_channel *ech;
+	struct ibv_comp_channel *cch[CLT_MAX_PATHS];
+	struct ibv_context *cch_dev[CLT_MAX_PATHS];
+	int ncch;
+	int efd;
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct clt_path paths[CLT_MAX_PATHS];
+	/* session, once the first CON_RSP came */
+	uint32_t qd, chunk, max_io, max_hdr;
+	unsigned int mem_bits;
+	char *data;	/* qd x chunk: WRITE bounce and READ landing */
+	char *msg;	/* qd x (max_hdr + 8 + 16): READ requests */
+	size_t msg_stride;
+	struct clt_req *reqs;
+	uint32_t *free_ids;
+	uint32_t nfree;
+	unsigned int rr;
+	int any_connected_before, all_down_notified;
+	int last_err;
+	volatile int stop;
+	int closing;
+	struct clt_req *done_head;
+};
+
+void rtrs_clt_opts_init(struct rtrs_clt_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->policy = RTRS_MP_MIN_INFLIGHT;
+	o->io_cons = 1;
+	o->hb_interval_ms = RTRS_HB_INTERVAL_MS;
+	o->hb_missed_max = RTRS_HB_MISSED_MAX;
+	o->reconnect_delay_ms = 1000;
+	o->max_reconnect_attempts = -1;
+	o->connect_timeout_ms = 10000;
+	o->fail_timeout_ms = 30000;
+	o->max_segments = 128;
+}
+
+static void rand_bytes(uint8_t *b, size_t n)
+{
+	FILE *f = fopen("/dev/urandom", "r");
+	if (!f || fread(b, 1, n, f) != n) {
+		for (size_t i = 0; i < n; i++)
+			b[i] = (uint8_t)(rand() ^ (int)rtrs_now_ns());
+	}
+	if (f)
+		fclose(f);
+}
+
+static struct ibv_comp_channel *clt_cch(struct rtrs_clt *c, struct ibv_context *dev)
+{
+	for (int i = 0; i < c->ncch; i++)
+		if (c->cch_dev[i] == dev)
+			return c->cch[i];
+	if (c->ncch == CLT_MAX_PATHS)
+		return NULL;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
+	if (!ch)
+		return NULL;
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	c->cch[c->ncch] = ch;
+	c->cch_dev[c->ncch++] = dev;
+	return ch;
+}
+
+static void set_state(struct clt_path *p, int st)
+{
+	p->state = st;
+	p->st.state = st;
+	p->state_ns = rtrs_now_ns();
+}
+
+static void con_destroy(struct clt_con *con)
+{
+	if (con->id && con->established)
+		rdma_disconnect(con->id);
+	if (con->id && con->qp)
+		rdma_destroy_qp(con->id);
+	con->qp = NULL;
+	if (con->cq)
+		ibv_destroy_cq(con->cq);
+	con->cq = NULL;
+	if (con->rmr)
+		ibv_dereg_mr(con->rmr);
+	con->rmr = NULL;
+	free(con->rbuf);
+	con->rbuf = NULL;
+	if (con->id) {
+		con->id->context = NULL;
+		rdma_destroy_id(con->id);
+	}
+	con->id = NULL;
+	con->established = 0;
+}
+
+static void path_teardown(struct clt_path *p)
+{
+	for (unsigned int i = 0; i < CLT_MAX_CONS; i++)
+		con_destroy(&p->cons[i]);
+	if (p->data_mr)
+		ibv_dereg_mr(p->data_mr);
+	if (p->msg_mr)
+		ibv_dereg_mr(p->msg_mr);
+	p->data_mr = p->msg_mr = NULL;
+	if (p->pd)
+		ibv_dealloc_pd(p->pd);
+	p->pd = NULL;
+	p->nest = 0;
+	p->hb_wait = 0;
+	p->st.hb_missed = 0;
+}
+
+static int path_start(struct rtrs_clt *c, struct clt_path *p)
+{
+	p->cid_num = 1 + c->o.io_cons;
+	p->nest = 0;
+	set_state(p, p->attempts ? RTRS_PATH_RECONNECTING : RTRS_PATH_CONNECTING);
+	for (unsigned int i = 0; i < p->cid_num; i++) {
+		struct clt_con *con = &p->cons[i];
+		memset(con, 0, sizeof(*con));
+		con->path = p;
+		con->cid = i;
+		if (rdma_create_id(c->ech, &con->id, con, RDMA_PS_TCP))
+			return errno;
+		if (rdma_resolve_addr(con->id, p->has_src ? (struct sockaddr *)&p->src : NULL,
+				      (struct sockaddr *)&p->dst, 2000))
+			return errno;
+	}
+	return 0;
+}
+
+static int path_usable(struct clt_path *p)
+{
+	return p->used && p->state == RTRS_PATH_CONNECTED && !p->removing;
+}
+
+static struct clt_path *pick_path(struct rtrs_clt *c, struct clt_path *avoid)
+{
+	struct clt_path *best = NULL;
+	int n = 0;
+	for (int i = 0; i < CLT_MAX_PATHS; i++)
+		if (path_usable(&c->paths[i]) && &c->paths[i] != avoid)
+			n++;
+	if (!n)
+		return NULL;
+	if (c->o.policy == RTRS_MP_ROUND_ROBIN) {
+		unsigned int k = c->rr++ % (unsigned int)n;
+		for (int i = 0; i < CLT_MAX_PATHS; i++)
+			if (path_usable(&c->paths[i]) && &c->paths[i] != avoid && k-- == 0)
+				return &c->paths[i];
+	}
+	for (int i = 0; i < CLT_MAX_PATHS; i++) {
+		struct clt_path *p = &c->paths[i];
+		if (!path_usable(p) || p == avoid)
+			continue;
+		if (!best) {
+			best = p;
+		} else if (c->o.policy == RTRS_MP_MIN_LATENCY) {
+			uint32_t a = p->st.hb_rtt_us ? p->st.hb_rtt_us : UINT32_MAX;
+			uint32_t b = best->st.hb_rtt_us ? best->st.hb_rtt_us : UINT32_MAX;
+			if (a < b || (a == b && p->st.inflight < best->st.inflight))
+				best = p;
+		} else if (p->st.inflight < best->st.inflight) {
+			best = p;
+		}
+	}
+	return best;
+}
+
+/* Under c->mu: posts req on path p. Returns 0 or an errno. */
+static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, const void *usr)
+{
+	struct clt_con *con = &p->cons[1 + (p->rr++ % (p->cid_num - 1))];
+	char *data = c->data + (size_t)r->id * c->chunk;
+	struct ibv_sge sge;
+	uint32_t off;
+
+	if (!con->qp)
+		return ENOTCONN;
+	if (r->dir == RTRS_WRITE) {
+		/* [data][usr][trailer] (usr is already in place after a fail-over) */
+		if (usr) {
+			size_t pos = 0;
+			for (unsigned int i = 0; i < r->sg_cnt; i++) {
+				memcpy(data + pos, r->sg[i].iov_base, r->sg[i].iov_len);
+				pos += r->sg[i].iov_len;
+			}
+			memcpy(data + r->len, usr, r->usr_len);
+			struct rtrs_msg_rdma_write w = { RTRS_MSG_WRITE, r->usr_len };
+			memcpy(data + r->len + r->usr_len, &w, sizeof(w));
+		}
+		off = r->len + r->usr_len;
+		sge = (struct ibv_sge){ (uintptr_t)data, off + (uint32_t)sizeof(struct rtrs_msg_rdma_write),
+					p->data_mr->lkey };
+		p->st.reqs_write++;
+		p->st.bytes_write += r->len;
+	} else {
+		char *m = c->msg + (size_t)r->id * c->msg_stride;
+		if (usr)
+			memcpy(m, usr, r->usr_len);
+		struct rtrs_msg_rdma_read rd = { RTRS_MSG_READ, r->usr_len, 0, 1 };
+		memcpy(m + r->usr_len, &rd, sizeof(rd));
+		struct rtrs_sg_desc d = { (uintptr_t)data, p->data_mr->rkey, r->len };
+		memcpy(m + r->usr_len + sizeof(rd), &d, sizeof(d));
+		off = r->usr_len;
+		sge = (struct ibv_sge){ (uintptr_t)m, off + (uint32_t)(sizeof(rd) + sizeof(d)),
+					p->msg_mr->lkey };
+		p->st.reqs_read++;
+		p->st.bytes_read += r->len;
+	}
+	struct ibv_send_wr wr = { .wr_id = r->id, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
+	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr;
+	wr.wr.rdma.rkey = p->rbufs[r->id].key;
+	if (ibv_post_send(con->qp, &wr, &bad))
+		return EIO;
+	r->path = p;
+	r->state = REQ_INFLIGHT;
+	p->st.inflight++;
+	return 0;
+}
+
+/* Under c->mu: queue a completion (called back after the lock is dropped). */
+static void req_done(struct rtrs_clt *c, struct clt_req *r, int err)
+{
+	if (r->path && r->state == REQ_INFLIGHT)
+		r->path->st.inflight--;
+	if (err && r->path)
+		r->path->st.errors++;
+	if (!err && r->dir == RTRS_READ) {
+		char *data = c->data + (size_t)r->id * c->chunk;
+		size_t pos = 0;
+		for (unsigned int i = 0; i < r->sg_cnt; i++) {
+			memcpy(r->sg[i].iov_base, data + pos, r->sg[i].iov_len);
+			pos += r->sg[i].iov_len;
+		}
+	}
+	r->state = REQ_FREE;
+	r->path = NULL;
+	r->done_err = err;
+	r->dnext = c->done_head;
+	c->done_head = r;
+}
+
+static void run_done(struct rtrs_clt *c)
+{
+	while (c->done_head) {
+		struct clt_req *r = c->done_head;
+		c->done_head = r->dnext;
+		rtrs_conf_fn conf = r->conf;
+		void *priv = r->priv;
+		int err = r->done_err;
+		free(r->sg);
+		r->sg = NULL;
+		c->free_ids[c->nfree++] = r->id;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		conf(priv, err);
+		pthread_mutex_lock(&c->mu);
+	}
+}
+
+/* Under c->mu: a path failed: tear it down, move its requests, schedule the reconnect. */
+static void path_fail(struct rtrs_clt *c, struct clt_path *p, int err)
+{
+	if (p->state == RTRS_PATH_DEAD || p->state == RTRS_PATH_CLOSED)
+		return;
+	int was = p->state == RTRS_PATH_CONNECTED;
+	path_teardown(p);
+	c->last_err = err;
+	if (p->removing || c->closing) {
+		set_state(p, RTRS_PATH_CLOSED);
+	} else if (c->o.max_reconnect_attempts >= 0 &&
+		   p->attempts >= (unsigned int)c->o.max_reconnect_attempts) {
+		set_state(p, RTRS_PATH_DEAD);
+	} else {
+		set_state(p, RTRS_PATH_RECONNECTING);
+		uint64_t d = (uint64_t)c->o.reconnect_delay_ms;
+		uint64_t jitter = d / 2 ? (uint64_t)rand() % (d / 2 + 1) : 0;
+		p->reconnect_at = rtrs_now_ns() + (d + jitter) * 1000000ull;
+	}
+	if (was)
+		fprintf(stderr, "rtrs-clt: %s: path %s failed (%s)\n", c->name, p->dst_s,
+			strerror(err));
+	for (uint32_t i = 0; c->reqs && i < c->qd; i++) {
+		struct clt_req *r = &c->reqs[i];
+		if (r->state != REQ_INFLIGHT || r->path != p)
+			continue;
+		p->st.inflight--;
+		r->path = NULL;
+		r->state = REQ_PENDING;
+		p->st.failovers++;
+		struct clt_path *q = pick_path(c, p);
+		if (q && !req_post(c, r, q, NULL))
+			continue;
+		/* waits in PENDING for a path, up to fail_timeout_ms from its submission */
+	}
+	int any = 0;
+	for (int i = 0; i < CLT_MAX_PATHS; i++)
+		any |= path_usable(&c->paths[i]);
+	if (!any && c->any_connected_before && !c->all_down_notified) {
+		c->all_down_notified = 1;
+		if (c->o.link_ev) {
+			pthread_mutex_unlock(&c->mu);
+			c->o.link_ev(c->o.priv, RTRS_CLT_LINK_EV_DISCONNECTED);
+			pthread_mutex_lock(&c->mu);
+		}
+	}
+}
+
+static int post_recv(struct clt_con *con, unsigned int i)
+{
+	struct ibv_sge sge = { (uintptr_t)(con->rbuf + (size_t)i * con->rsize), (uint32_t)con->rsize,
+			       con->rmr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+	return ibv_post_recv(con->qp, &wr, &bad);
+}
+
+static int post_imm0(struct clt_con *con, uint32_t imm)
+{
+	struct ibv_send_wr wr = { .wr_id = UINT64_MAX, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(imm) }, *bad;
+	return ibv_post_send(con->qp, &wr, &bad);
+}
+
+/* Under c->mu: the first CON_RSP sets the session up. */
+static int sess_setup(struct rtrs_clt *c, const struct rtrs_msg_conn_rsp *rsp)
+{
+	if (c->qd) {
+		if (rsp->queue_depth != c->qd || rsp->max_io_size != c->max_io ||
+		    rsp->max_hdr_size != c->max_hdr)
+			return EPROTO;
+		return 0;
+	}
+	if (!rsp->queue_depth || rsp->queue_depth > CLT_QD_CAP || rsp->max_hdr_size > 65535 ||
+	    !rsp->max_io_size)
+		return EPROTO;
+	c->qd = rsp->queue_depth;
+	c->max_io = rsp->max_io_size;
+	c->max_hdr = rsp->max_hdr_size;
+	c->chunk = c->max_io + c->max_hdr;
+	c->mem_bits = rtrs_mem_bits(c->qd);
+	c->msg_stride = ((size_t)c->max_hdr + 8 + 16 + 63) & ~(size_t)63;
+	if (c->msg_stride < sizeof(struct rtrs_msg_info_req))
+		c->msg_stride = 320;
+	c->data = aligned_alloc(4096, (((size_t)c->qd * c->chunk) + 4095) & ~(size_t)4095);
+	c->msg = calloc(c->qd + 1, c->msg_stride);
+	c->reqs = calloc(c->qd, sizeof(*c->reqs));
+	c->free_ids = calloc(c->qd, sizeof(uint32_t));
+	if (!c->data || !c->msg || !c->reqs || !c->free_ids)
+		return ENOMEM;
+	for (uint32_t i = 0; i < c->qd; i++) {
+		c->reqs[i].id = i;
+		c->free_ids[c->nfree++] = c->qd - 1 - i;
+	}
+	return 0;
+}
+
+static void on_established(struct rtrs_clt *c, struct clt_con *con, const void *pd, size_t plen)
+{
+	struct clt_path *p = con->path;
+	struct rtrs_msg_conn_rsp rsp;
+	int err;
+
+	if (plen < sizeof(rsp)) {
+		path_fail(c, p, EPROTO);
+		return;
+	}
+	memcpy(&rsp, pd, sizeof(rsp));
+	if (rsp.magic != RTRS_MAGIC || (rsp.version >> 8) != RTRS_PROTO_VER_MAJOR || rsp.errno_) {
+		path_fail(c, p, EPROTO);
+		return;
+	}
+	err = sess_setup(c, &rsp);
+	if (err) {
+		path_fail(c, p, err);
+		return;
+	}
+	con->established = 1;
+	/* receive buffers: the service connection's big enough for INFO_RSP */
+	con->rsize = con->cid ? CLT_IO_RECV_SIZE : sizeof(struct rtrs_msg_info_rsp) + (size_t)c->qd * 16;
+	con->nrecv = con->cid ? c->qd + 8 : CLT_SVC_RECVS;
+	con->rbuf = calloc(con->nrecv, con->rsize);
+	con->rmr = con->rbuf ? ibv_reg_mr(p->pd, con->rbuf, con->nrecv * con->rsize,
+					  IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!con->rmr) {
+		path_fail(c, p, ENOMEM);
+		return;
+	}
+	for (unsigned int i = 0; i < con->nrecv; i++)
+		if (post_recv(con, i)) {
+			path_fail(c, p, EIO);
+			return;
+		}
+	if (++p->nest < p->cid_num)
+		return;
+	/* every connection is up: register the session's buffers, ask for the chunks */
+	p->data_mr = ibv_reg_mr(p->pd, c->data, (size_t)c->qd * c->chunk,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	p->msg_mr = ibv_reg_mr(p->pd, c->msg, (size_t)(c->qd + 1) * c->msg_stride,
+			       IBV_ACCESS_LOCAL_WRITE);
+	if (!p->data_mr || !p->msg_mr) {
+		path_fail(c, p, ENOMEM);
+		return;
+	}
+	/* INFO_REQ from the spare message slot (index qd) */
+	struct rtrs_msg_info_req *ir = (void *)(c->msg + (size_t)c->qd * c->msg_stride);
+	memset(ir, 0, sizeof(*ir));
+	ir->type = RTRS_MSG_INFO_REQ;
+	memcpy(ir->sessname, c->name, strnlen(c->name, RTRS_NAME_MAX));
+	struct ibv_sge sge = { (uintptr_t)ir, sizeof(*ir), p->msg_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = UINT64_MAX, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	if (ibv_post_send(p->cons[0].qp, &wr, &bad))
+		path_fail(c, p, EIO);
+}
+
+static void on_info_rsp(struct rtrs_clt *c, struct clt_path *p, const char *b, size_t len)
+{
+	struct rtrs_msg_info_rsp m;
+	if (len < sizeof(m)) {
+		path_fail(c, p, EPROTO);
+		return;
+	}
+	memcpy(&m, b, sizeof(m));
+	if (m.sg_cnt != c->qd || len < sizeof(m) + (size_t)m.sg_cnt * 16) {
+		path_fail(c, p, EPROTO);
+		return;
+	}
+	free(p->rbufs);
+	p->rbufs = malloc((size_t)c->qd * 16);
+	if (!p->rbufs) {
+		path_fail(c, p, ENOMEM);
+		return;
+	}
+	memcpy(p->rbufs, b + sizeof(m), (size_t)c->qd * 16);
+	for (uint32_t i = 0; i < c->qd; i++)
+		if (p->rbufs[i].len < c->chunk) {
+			path_fail(c, p, EPROTO);
+			return;
+		}
+	if (p->attempts)
+		p->st.reconnects++;
+	p->attempts = 0;
+	set_state(p, RTRS_PATH_CONNECTED);
+	p->hb_sent_ns = rtrs_now_ns();
+	rtrs_addr_str(rdma_get_local_addr(p->cons[0].id), p->st.src, sizeof(p->st.src));
+	rtrs_addr_str(rdma_get_peer_addr(p->cons[0].id), p->st.dst, sizeof(p->st.dst));
+	if (c->all_down_notified) {
+		c->all_down_notified = 0;
+		if (c->o.link_ev) {
+			pthread_mutex_unlock(&c->mu);
+			c->o.link_ev(c->o.priv, RTRS_CLT_LINK_EV_RECONNECTED);
+			pthread_mutex_lock(&c->mu);
+		}
+	}
+	c->any_connected_before = 1;
+	pthread_cond_broadcast(&c->cv);
+}
+
+static void on_route(struct rtrs_clt *c, struct clt_con *con)
+{
+	struct clt_path *p = con->path;
+	struct rdma_cm_id *id = con->id;
+
+	if (!p->pd) {
+		p->pd = ibv_alloc_pd(id->verbs);
+		if (!p->pd) {
+			path_fail(c, p, ENOMEM);
+			return;
+		}
+	} else if (p->pd->context != id->verbs) {
+		path_fail(c, p, EINVAL);
+		return;
+	}
+	unsigned int qd = c->qd ? c->qd : CLT_QD_CAP;
+	unsigned int ns = con->cid ? qd + 16 : 64, nr = con->cid ? qd + 8 : CLT_SVC_RECVS;
+	struct ibv_comp_channel *ch = clt_cch(c, id->verbs);
+	con->cq = ch ? ibv_create_cq(id->verbs, (int)(ns + nr), con, ch, 0) : NULL;
+	if (!con->cq) {
+		path_fail(c, p, ENOMEM);
+		return;
+	}
+	ibv_req_notify_cq(con->cq, 0);
+	struct ibv_qp_init_attr qa = { .send_cq = con->cq, .recv_cq = con->cq,
+				       .cap = { .max_send_wr = ns, .max_recv_wr = nr,
+						.max_send_sge = 1, .max_recv_sge = 1 },
+				       .qp_type = IBV_QPT_RC };
+	if (rdma_create_qp(id, p->pd, &qa)) {
+		path_fail(c, p, errno ? errno : ENOMEM);
+		return;
+	}
+	con->qp = id->qp;
+	struct rtrs_msg_conn_req rq;
+	memset(&rq, 0, sizeof(rq));
+	rq.magic = RTRS_MAGIC;
+	rq.version = RTRS_PROTO_VER;
+	rq.cid = (uint16_t)con->cid;
+	rq.cid_num = (uint16_t)p->cid_num;
+	rq.recon_cnt = p->recon_cnt;
+	memcpy(rq.sess_uuid, p->uuid, 16);
+	memcpy(rq.paths_uuid, c->uuid, 16);
+	rq.first_conn = !c->any_connected_before && con->cid == 0;
+	struct rdma_conn_param cp = { .private_data = &rq, .private_data_len = sizeof(rq),
+				      .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	if (rdma_connect(id, &cp))
+		path_fail(c, p, errno ? errno : EIO);
+}
+
+static void handle_cm(struct rtrs_clt *c)
+{
+	struct rdma_cm_event *ev;
+	while (!rdma_get_cm_event(c->ech, &ev)) {
+		struct rdma_cm_event e = *ev;
+		char pd[256];
+		size_t plen = ev->param.conn.private_data ? ev->param.conn.private_data_len : 0;
+		if (plen > sizeof(pd))
+			plen = sizeof(pd);
+		if (plen)
+			memcpy(pd, ev->param.conn.private_data, plen);
+		rdma_ack_cm_event(ev);
+		struct clt_con *con = e.id->context;
+		if (!con || con->id != e.id)
+			continue;
+		struct clt_path *p = con->path;
+		switch (e.event) {
+		case RDMA_CM_EVENT_ADDR_RESOLVED:
+			if (rdma_resolve_route(e.id, 2000))
+				path_fail(c, p, errno);
+			break;
+		case RDMA_CM_EVENT_ROUTE_RESOLVED:
+			on_route(c, con);
+			break;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			on_established(c, con, pd, plen);
+			break;
+		case RDMA_CM_EVENT_REJECTED:
+			path_fail(c, p, ECONNREFUSED);
+			break;
+		case RDMA_CM_EVENT_ADDR_ERROR:
+		case RDMA_CM_EVENT_ROUTE_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+			path_fail(c, p, EHOSTUNREACH);
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			path_fail(c, p, ECONNRESET);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static void poll_con(struct rtrs_clt *c, struct clt_con *con)
+{
+	struct clt_path *p = con->path;
+	struct ibv_wc wc[16];
+	int n;
+
+	while (con->cq && (n = ibv_poll_cq(con->cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				path_fail(c, p, EIO);
+				return;
+			}
+			if (!(wc[i].opcode & IBV_WC_RECV))
+				continue;
+			p->st.hb_missed = 0;
+			p->hb_wait = 0;
+			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				uint32_t t, pl, id;
+				int err;
+				rtrs_from_imm(be32toh(wc[i].imm_data), &t, &pl);
+				if (t == RTRS_IO_RSP_IMM || t == RTRS_IO_RSP_W_INV_IMM) {
+					rtrs_from_io_rsp_imm(pl, &id, &err);
+					if (id >= c->qd || c->reqs[id].state != REQ_INFLIGHT ||
+					    c->reqs[id].path != p) {
+						path_fail(c, p, EPROTO);
+						return;
+					}
+					req_done(c, &c->reqs[id], err);
+				} else if (t == RTRS_HB_ACK_IMM) {
+					uint64_t rtt = (rtrs_now_ns() - p->hb_sent_ns) / 1000;
+					p->st.hb_rtt_us = rtt ? (uint32_t)rtt : 1;
+				} else if (t == RTRS_HB_MSG_IMM) {
+					post_imm0(con, rtrs_to_imm(RTRS_HB_ACK_IMM, 0));
+				}
+			} else if (wc[i].opcode == IBV_WC_RECV) {
+				const char *b = con->rbuf + wc[i].wr_id * con->rsize;
+				uint16_t type;
+				memcpy(&type, b, 2);
+				if (type == RTRS_MSG_INFO_RSP && con->cid == 0) {
+					on_info_rsp(c, p, b, wc[i].byte_len);
+				} else if (type == RTRS_MSG_RKEY_RSP && wc[i].byte_len >= 8) {
+					struct rtrs_msg_rkey_rsp k;
+					memcpy(&k, b, sizeof(k));
+					if (k.buf_id < c->qd && p->rbufs)
+						p->rbufs[k.buf_id].key = k.rkey;
+				}
+			}
+			if (!con->qp)
+				return;
+			if (post_recv(con, (unsigned int)wc[i].wr_id)) {
+				path_fail(c, p, EIO);
+				return;
+			}
+		}
+	}
+}
+
+static void timers(struct rtrs_clt *c, uint64_t now)
+{
+	for (int i = 0; i < CLT_MAX_PATHS; i++) {
+		struct clt_path *p = &c->paths[i];
+		if (!p->used)
+			continue;
+		if (p->state == RTRS_PATH_RECONNECTING && !p->cons[0].id && now >= p->reconnect_at) {
+			p->attempts++;
+			p->st.reconnect_attempts++;
+			p->recon_cnt++;
+			int err = path_start(c, p);
+			if (err)
+				path_fail(c, p, err);
+			continue;
+		}
+		if ((p->state == RTRS_PATH_CONNECTING || p->state == RTRS_PATH_RECONNECTING) &&
+		    p->cons[0].id && now - p->state_ns > (uint64_t)c->o.connect_timeout_ms * 1000000ull) {
+			path_fail(c, p, ETIMEDOUT);
+			continue;
+		}
+		if (p->state == RTRS_PATH_CONNECTED &&
+		    now - p->hb_sent_ns >= (uint64_t)c->o.hb_interval_ms * 1000000ull) {
+			if (p->hb_wait) {
+				p->st.hb_missed++;
+				p->st.hb_missed_total++;
+				if (p->st.hb_missed >= c->o.hb_missed_max) {
+					path_fail(c, p, ETIMEDOUT);
+					continue;
+				}
+			}
+			p->hb_wait = 1;
+			p->hb_sent_ns = now;
+			p->st.hb_sent++;
+			if (post_imm0(&p->cons[0], rtrs_to_imm(RTRS_HB_MSG_IMM, 0)))
+				path_fail(c, p, EIO);
+		}
+	}
+	/* pending requests: place them, or fail them after fail_timeout_ms */
+	for (uint32_t i = 0; c->reqs && i < c->qd; i++) {
+		struct clt_req *r = &c->reqs[i];
+		if (r->state != REQ_PENDING)
+			continue;
+		struct clt_path *p = pick_path(c, NULL);
+		if (p && !req_post(c, r, p, NULL))
+			continue;
+		if (now - r->submit_ns > (uint64_t)c->o.fail_timeout_ms * 1000000ull)
+			req_done(c, r, ETIMEDOUT);
+	}
+}
+
+static void write_stats(struct rtrs_clt *c)
+{
+	struct rtrs_path_stats st[CLT_MAX_PATHS];
+	int n = 0;
+	for (int i = 0; i < CLT_MAX_PATHS; i++)
+		if (c->paths[i].used)
+			st[n++] = c->paths[i].st;
+	rtrs_stats_write(c->stats_dir, "clt", c->name, st, n);
+}
+
+static void *clt_thread(void *arg)
+{
+	struct rtrs_clt *c = arg;
+	uint64_t last_stats = 0;
+
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		struct pollfd pf[2 + CLT_MAX_PATHS];
+		int n = 0;
+		pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
+		pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
+		int ncch = c->ncch;
+		for (int i = 0; i < ncch; i++)
+			pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
+		pthread_mutex_unlock(&c->mu);
+		unsigned int tick = c->o.hb_interval_ms / 4;
+		poll(pf, (nfds_t)n, tick < 5 ? 5 : tick > 50 ? 50 : (int)tick);
+		pthread_mutex_lock(&c->mu);
+		if (pf[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(c->efd, &v, sizeof(v)) < 0) {
+			}
+		}
+		if (pf[0].revents & POLLIN)
+			handle_cm(c);
+		for (int i = 0; i < ncch; i++) {
+			struct ibv_cq *cq;
+			void *cctx;
+			while (!ibv_get_cq_event(c->cch[i], &cq, &cctx)) {
+				ibv_ack_cq_events(cq, 1);
+				ibv_req_notify_cq(cq, 0);
+			}
+		}
+		/* poll every CQ: notifications are per CQ and may be coalesced */
+		for (int i = 0; i < CLT_MAX_PATHS; i++)
+			for (unsigned int k = 0; k < CLT_MAX_CONS; k++)
+				if (c->paths[i].used && c->paths[i].cons[k].cq)
+					poll_con(c, &c->paths[i].cons[k]);
+		uint64_t now = rtrs_now_ns();
+		timers(c, now);
+		run_done(c);
+		if (c->stats_dir[0] && now - last_stats > 1000000000ull) {
+			last_stats = now;
+			write_stats(c);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static int path_init(struct rtrs_clt *c, struct clt_path *p, const struct rtrs_path_addr *a)
+{
+	memset(p, 0, sizeof(*p));
+	p->clt = c;
+	if (rtrs_parse_addr(a->dst, &p->dst, 0))
+		return EINVAL;
+	if (a->src) {
+		if (rtrs_parse_addr(a->src, &p->src, 1))
+			return EINVAL;
+		((struct sockaddr_in *)&p->src)->sin_port = 0;
+		p->has_src = 1;
+	}
+	snprintf(p->dst_s, sizeof(p->dst_s), "%s", a->dst);
+	snprintf(p->src_s, sizeof(p->src_s), "%s", a->src ? a->src : "");
+	snprintf(p->st.sessname, sizeof(p->st.sessname), "%.63s", c->name);
+	snprintf(p->st.dst, sizeof(p->st.dst), "%s", a->dst);
+	snprintf(p->st.src, sizeof(p->st.src), "%s", a->src ? a->src : "-");
+	rand_bytes(p->uuid, 16);
+	p->used = 1;
+	return 0;
+}
+
+struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr *paths,
+			       size_t n, const struct rtrs_clt_opts *opts)
+{
+	struct rtrs_clt *c;
+	int err;
+
+	if (!sessname || !sessname[0] || strlen(sessname) > RTRS_NAME_MAX || !paths || !n ||
+	    n > CLT_MAX_PATHS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	rtrs_clt_opts_init(&c->o);
+	if (opts) {
+		size_t sz = opts->size && opts->size < sizeof(c->o) ? opts->size : sizeof(c->o);
+		memcpy(&c->o, opts, sz);
+		c->o.size = sizeof(c->o);
+	}
+	if (c->o.io_cons < 1 || c->o.io_cons > CLT_MAX_CONS - 1 || !c->o.hb_interval_ms ||
+	    !c->o.hb_missed_max || c->o.policy > RTRS_MP_MIN_LATENCY) {
+		free(c);
+		errno = EINVAL;
+		return NULL;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", sessname);
+	const char *sd = c->o.stats_dir ? c->o.stats_dir : getenv("RTRS_STATS_DIR");
+	if (sd)
+		snprintf(c->stats_dir, sizeof(c->stats_dir), "%s", sd);
+	rand_bytes(c->uuid, 16);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	c->ech = rdma_create_event_channel();
+	if (c->efd < 0 || !c->ech) {
+		err = ENOMEM;
+		goto fail0;
+	}
+	fcntl(c->ech->fd, F_SETFL, fcntl(c->ech->fd, F_GETFL) | O_NONBLOCK);
+	for (size_t i = 0; i < n; i++) {
+		err = path_init(c, &c->paths[i], &paths[i]);
+		if (err)
+			goto fail0;
+	}
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < n; i++) {
+		err = path_start(c, &c->paths[i]);
+		if (err)
+			path_fail(c, &c->paths[i], err);
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (pthread_create(&c->thr, NULL, clt_thread, c)) {
+		err = EAGAIN;
+		goto fail0;
+	}
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += c->o.connect_timeout_ms / 1000;
+	dl.tv_nsec += (long)(c->o.connect_timeout_ms % 1000) * 1000000;
+	if (dl.tv_nsec >= 1000000000) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&c->mu);
+	while (!c->any_connected_before) {
+		if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
+			break;
+	}
+	int ok = c->any_connected_before;
+	err = c->last_err == ECONNREFUSED ? ECONNREFUSED : ETIMEDOUT;
+	pthread_mutex_unlock(&c->mu);
+	if (!ok) {
+		rtrs_clt_close(c);
+		errno = err;
+		return NULL;
+	}
+	return c;
+fail0:
+	for (size_t i = 0; i < CLT_MAX_PATHS; i++)
+		path_teardown(&c->paths[i]);
+	if (c->ech)
+		rdma_destroy_event_channel(c->ech);
+	if (c->efd >= 0)
+		close(c->efd);
+	free(c);
+	errno = err;
+	return NULL;
+}
+
+void rtrs_clt_close(struct rtrs_clt *c)
+{
+	if (!c)
+		return;
+	c->stop = 1;
+	pthread_join(c->thr, NULL);
+	pthread_mutex_lock(&c->mu);
+	c->closing = 1;
+	for (uint32_t i = 0; c->reqs && i < c->qd; i++)
+		if (c->reqs[i].state != REQ_FREE)
+			req_done(c, &c->reqs[i], ECONNABORTED);
+	run_done(c);
+	for (int i = 0; i < CLT_MAX_PATHS; i++) {
+		struct clt_path *p = &c->paths[i];
+		path_teardown(p);
+		free(p->rbufs);
+		if (p->used)
+			set_state(p, RTRS_PATH_CLOSED);
+	}
+	if (c->stats_dir[0]) {
+		char path[512];
+		snprintf(path, sizeof(path), "%.200s/rtrs-%d-clt-%.255s", c->stats_dir, (int)getpid(), c->name);
+		unlink(path);
+	}
+	pthread_mutex_unlock(&c->mu);
+	for (int i = 0; i < c->ncch; i++)
+		ibv_destroy_comp_channel(c->cch[i]);
+	rdma_destroy_event_channel(c->ech);
+	close(c->efd);
+	free(c->data);
+	free(c->msg);
+	free(c->reqs);
+	free(c->free_ids);
+	free(c);
+}
+
+int rtrs_clt_query(struct rtrs_clt *c, struct rtrs_attrs *a)
+{
+	if (!c || !a)
+		return EINVAL;
+	pthread_mutex_lock(&c->mu);
+	memset(a, 0, sizeof(*a));
+	a->queue_depth = c->qd;
+	a->max_io_size = c->max_io;
+	a->max_hdr_size = c->max_hdr;
+	a->chunk_size = c->chunk;
+	a->max_segments = c->o.max_segments;
+	snprintf(a->sessname, sizeof(a->sessname), "%s", c->name);
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, void *priv,
+		     const void *usr, size_t usr_len, const struct iovec *sg, unsigned int sg_cnt,
+		     unsigned int flags)
+{
+	size_t len = 0;
+
+	if (!c || !conf || (dir != RTRS_READ && dir != RTRS_WRITE) || (sg_cnt && !sg) ||
+	    (usr_len && !usr) || sg_cnt > c->o.max_segments)
+		return EINVAL;
+	for (unsigned int i = 0; i < sg_cnt; i++)
+		len += sg[i].iov_len;
+	pthread_mutex_lock(&c->mu);
+	if (c->stop || c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		return ENOTCONN;
+	}
+	if (usr_len > c->max_hdr || len > c->max_io) {
+		pthread_mutex_unlock(&c->mu);
+		return EMSGSIZE;
+	}
+	while (!c->nfree) {
+		if (flags & RTRS_REQ_NOWAIT || c->stop) {
+			pthread_mutex_unlock(&c->mu);
+			return c->stop ? ENOTCONN : EAGAIN;
+		}
+		pthread_cond_wait(&c->cv, &c->mu);
+	}
+	struct clt_req *r = &c->reqs[c->free_ids[--c->nfree]];
+	r->dir = dir;
+	r->conf = conf;
+	r->priv = priv;
+	r->sg = sg_cnt ? malloc(sizeof(*sg) * sg_cnt) : NULL;
+	if (sg_cnt && !r->sg) {
+		c->free_ids[c->nfree++] = r->id;
+		pthread_mutex_unlock(&c->mu);
+		return ENOMEM;
+	}
+	if (sg_cnt)
+		memcpy(r->sg, sg, sizeof(*sg) * sg_cnt);
+	r->sg_cnt = sg_cnt;
+	r->len = (uint32_t)len;
+	r->usr_len = (uint16_t)usr_len;
+	r->submit_ns = rtrs_now_ns();
+	r->state = REQ_PENDING;
+	r->path = NULL;
+	/* the message is built once into the permit's buffers; a fail-over re-sends them */
+	char *data = c->data + (size_t)r->id * c->chunk;
+	if (dir == RTRS_WRITE) {
+		size_t pos = 0;
+		for (unsigned int i = 0; i < sg_cnt; i++) {
+			memcpy(data + pos, sg[i].iov_base, sg[i].iov_len);
+			pos += sg[i].iov_len;
+		}
+		if (usr_len)
+			memcpy(data + len, usr, usr_len);
+		struct rtrs_msg_rdma_write w = { RTRS_MSG_WRITE, (uint16_t)usr_len };
+		memcpy(data + len + usr_len, &w, sizeof(w));
+	} else if (usr_len) {
+		memcpy(c->msg + (size_t)r->id * c->msg_stride, usr, usr_len);
+	}
+	struct clt_path *p = pick_path(c, NULL);
+	if (p && req_post(c, r, p, NULL))
+		p = NULL;
+	/* no path now: the event thread places it or fails it after fail_timeout_ms */
+	pthread_mutex_unlock(&c->mu);
+	if (!p) {
+		uint64_t one = 1;
+		if (write(c->efd, &one, sizeof(one)) < 0) {
+		}
+	}
+	return 0;
+}
+
+int rtrs_clt_add_path(struct rtrs_clt *c, const struct rtrs_path_addr *a)
+{
+	if (!c || !a || !a->dst)
+		return EINVAL;
+	pthread_mutex_lock(&c->mu);
+	int slot = -1;
+	for (int i = 0; i < CLT_MAX_PATHS; i++) {
+		struct clt_path *p = &c->paths[i];
+		if (p->used && p->state != RTRS_PATH_CLOSED && !strcmp(p->dst_s, a->dst) &&
+		    !strcmp(p->src_s, a->src ? a->src : "")) {
+			pthread_mutex_unlock(&c->mu);
+			return EEXIST;
+		}
+		if (slot < 0 && (!p->used || p->state == RTRS_PATH_CLOSED))
+			slot = i;
+	}
+	if (slot < 0) {
+		pthread_mutex_unlock(&c->mu);
+		return ENOSPC;
+	}
+	struct clt_path *p = &c->paths[slot];
+	free(p->rbufs);
+	int err = path_init(c, p, a);
+	if (!err) {
+		err = path_start(c, p);
+		if (err) {
+			path_fail(c, p, err);
+			err = 0;
+		}
+	} else {
+		p->used = 0;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return err;
+}
+
+int rtrs_clt_remove_path(struct rtrs_clt *c, const struct rtrs_path_addr *a)
+{
+	if (!c || !a || !a->dst)
+		return EINVAL;
+	pthread_mutex_lock(&c->mu);
+	struct clt_path *p = NULL;
+	int others = 0;
+	for (int i = 0; i < CLT_MAX_PATHS; i++) {
+		struct clt_path *q = &c->paths[i];
+		if (!q->used || q->state == RTRS_PATH_CLOSED)
+			continue;
+		if (!strcmp(q->dst_s, a->dst) && (!a->src || !strcmp(q->src_s, a->src)))
+			p = q;
+		else if (path_usable(q))
+			others++;
+	}
+	int err = 0;
+	if (!p)
+		err = ENOENT;
+	else if (!others)
+		err = EBUSY;
+	else {
+		p->removing = 1;
+		path_fail(c, p, ECONNABORTED);
+		set_state(p, RTRS_PATH_CLOSED);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return err;
+}
+
+int rtrs_clt_set_policy(struct rtrs_clt *c, enum rtrs_mp_policy policy)
+{
+	if (!c || policy > RTRS_MP_MIN_LATENCY)
+		return EINVAL;
+	pthread_mutex_lock(&c->mu);
+	c->o.policy = policy;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+int rtrs_clt_path_stats(struct rtrs_clt *c, struct rtrs_path_stats *out, int max)
+{
+	int k = 0;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < CLT_MAX_PATHS; i++) {
+		if (!c->paths[i].used)
+			continue;
+		if (k < max)
+			out[k] = c->paths[i].st;
+		k++;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return k;
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/* Addresses and the counters file, shared by the RTRS client and server. */
+#include "rtrs-common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive)
+{
+	char host[256] = "", port[16] = "";
+	const char *p;
+
+	if (!s)
+		return EINVAL;
+	if (s[0] == '[') {
+		p = strchr(s, ']');
+		if (!p || (size_t)(p - s - 1) >= sizeof(host))
+			return EINVAL;
+		memcpy(host, s + 1, (size_t)(p - s - 1));
+		p++;
+		if (*p == ':')
+			snprintf(port, sizeof(port), "%s", p + 1);
+		else if (*p)
+			return EINVAL;
+	} else {
+		p = strrchr(s, ':');
+		if (p && strchr(s, ':') == p) {
+			if ((size_t)(p - s) >= sizeof(host))
+				return EINVAL;
+			memcpy(host, s, (size_t)(p - s));
+			snprintf(port, sizeof(port), "%s", p + 1);
+		} else {
+			if (strlen(s) >= sizeof(host))
+				return EINVAL;
+			snprintf(host, sizeof(host), "%s", s);
+		}
+	}
+	if (!port[0])
+		snprintf(port, sizeof(port), "%d", RTRS_DEFAULT_PORT);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = passive ? AI_PASSIVE : 0 }, *res;
+	if (getaddrinfo(host[0] ? host : NULL, port, &hints, &res))
+		return EINVAL;
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	return 0;
+}
+
+void rtrs_addr_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char h[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (!sa) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, h, sizeof(h));
+		port = ntohs(in->sin_port);
+		snprintf(buf, len, "%s:%d", h, port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, h, sizeof(h));
+		port = ntohs(in6->sin6_port);
+		snprintf(buf, len, "[%s]:%d", h, port);
+	} else {
+		snprintf(buf, len, "-");
+	}
+}
+
+const char *rtrs_state_name(int state)
+{
+	static const char *const n[] = { "connecting", "connected", "reconnecting", "dead",
+					 "closed" };
+	return state >= 0 && state <= 4 ? n[state] : "?";
+}
+
+void rtrs_stats_write(const char *dir, const char *kind, const char *name,
+		      const struct rtrs_path_stats *st, int n)
+{
+	char path[512], tmp[540];
+	FILE *f;
+
+	if (!dir || !dir[0])
+		return;
+	snprintf(path, sizeof(path), "%s/rtrs-%d-%s-%s", dir, (int)getpid(), kind, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	for (int i = 0; i < n; i++) {
+		const struct rtrs_path_stats *s = &st[i];
+		fprintf(f,
+			"%s %s sess=%s src=%s dst=%s state=%s inflight=%u reqs_read=%llu "
+			"reqs_write=%llu bytes_read=%llu bytes_write=%llu failovers=%llu "
+			"reconnects=%llu reconnect_attempts=%llu hb_sent=%llu hb_missed_total=%llu "
+			"hb_rtt_us=%u hb_missed=%u errors=%llu bad_msgs=%llu rkey_renewals=%llu\n",
+			kind, name, s->sessname, s->src, s->dst, rtrs_state_name(s->state),
+			s->inflight, (unsigned long long)s->reqs_read,
+			(unsigned long long)s->reqs_write, (unsigned long long)s->bytes_read,
+			(unsigned long long)s->bytes_write, (unsigned long long)s->failovers,
+			(unsigned long long)s->reconnects,
+			(unsigned long long)s->reconnect_attempts, (unsigned long long)s->hb_sent,
+			(unsigned long long)s->hb_missed_total, s->hb_rtt_us, s->hb_missed,
+			(unsigned long long)s->errors, (unsigned long long)s->bad_msgs,
+			(unsigned long long)s->rkey_renewals);
+	}
+	fclose(f);
+	rename(tmp, path);
+}

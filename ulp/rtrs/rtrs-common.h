@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal helpers shared by the RTRS client and server (ulp/rtrs). Public verbs only. */
+#ifndef SOFTRDMA_RTRS_COMMON_H
+#define SOFTRDMA_RTRS_COMMON_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "rtrs.h"
+#include "rtrs-proto.h"
+
+static inline uint64_t rtrs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "HOST:PORT", "[V6]:PORT", ":PORT", "HOST" -> sockaddr (numeric or resolved). */
+int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive);
+void rtrs_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+
+/* Writes lines of the counters to dir/rtrs-<pid>-<kind>-<name> (atomically by rename). */
+void rtrs_stats_write(const char *dir, const char *kind, const char *name,
+		      const struct rtrs_path_stats *st, int n);
+
+const char *rtrs_state_name(int state);
+
+#endif

@@ -1,0 +1,980 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RTRS server (docs/rtrs.md): listens, accepts the connections of paths of sessions (CON_REQ /
+ * CON_RSP), answers INFO_REQ with the session's chunks, checks and delivers IO requests, sends
+ * the answers, answers heartbeats. One event thread per context; public verbs and rdma_cm only.
+ */
+#include "rtrs-common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define SRV_MAX_DESC 8
+#define CLOSING(p) do { if (getenv("RTRS_DEBUG")) fprintf(stderr, "rtrs-srv: path closes (line %d)\n", __LINE__); (p)->closing = 1; } while (0)
+#define SRV_MAX_CONS 64
+#define SRV_RECV_SIZE 512
+#define SRV_SVC_RECVS 16
+
+struct srv_path;
+
+struct srv_con {
+	struct srv_path *path;
+	unsigned int cid;
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	char *rbuf;
+	struct ibv_mr *rmr;
+	unsigned int nrecv;
+	int established;
+};
+
+struct srv_sess;
+
+struct srv_path {
+	struct srv_sess *sess;
+	struct srv_path *next;
+	uint8_t uuid[16];
+	uint16_t recon_cnt;
+	unsigned int cid_num;
+	struct srv_con cons[SRV_MAX_CONS];
+	unsigned int nest;
+	struct ibv_pd *pd;
+	struct ibv_mr *chunk_mr;
+	char *sbuf;		/* INFO_RSP */
+	struct ibv_mr *smr;
+	int connected, closing;
+	uint64_t last_rx_ns;
+	struct rtrs_path_stats st;
+};
+
+struct rtrs_srv_op {
+	struct srv_sess *sess;	/* NULL: orphan (session gone) */
+	struct srv_path *path;	/* NULL: path gone, answer dropped */
+	struct srv_con *con;
+	uint32_t id;
+	enum rtrs_dir dir;
+	uint32_t datalen;
+	uint16_t usr_len, flags;
+	unsigned int sg_cnt;
+	struct rtrs_sg_desc desc[SRV_MAX_DESC];
+	int answered;
+	int err;
+	struct rtrs_srv_op *qnext;
+	char usr[];
+};
+
+struct srv_sess {
+	struct rtrs_srv_ctx *ctx;
+	struct srv_sess *next;
+	uint8_t uuid[16];
+	char name[RTRS_NAME_MAX + 1];
+	void *priv;
+	char *buf;
+	uint32_t qd, chunk;
+	struct rtrs_srv_op **ops;	/* current op per chunk */
+	struct srv_path *paths;
+	unsigned int outstanding;	/* ops with the user */
+	int up, dead;
+};
+
+struct rtrs_srv_ctx {
+	struct rtrs_srv_ops ops;
+	struct rtrs_srv_opts o;
+	char stats_dir[256];
+	struct rdma_event_channel *ech;
+	struct ibv_context *verbs_hint;
+	struct ibv_comp_channel *cch[8];	/* one per device seen */
+	struct ibv_context *cch_dev[8];
+	int ncch;
+	struct rdma_cm_id *listen[16];
+	size_t nlisten;
+	int efd;
+	pthread_t thr;
+	pthread_mutex_t mu;
+	struct srv_sess *sessions;
+	struct rtrs_srv_op *respq, *respq_tail;
+	struct srv_sess *graveyard;
+	volatile int stop;
+};
+
+void rtrs_srv_opts_init(struct rtrs_srv_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->chunk_size = 128 * 1024;
+	o->queue_depth = 512;
+	o->max_hdr_size = 4096;
+	o->always_invalidate = 0;
+	o->hb_interval_ms = RTRS_HB_INTERVAL_MS;
+	o->hb_missed_max = RTRS_HB_MISSED_MAX;
+}
+
+static struct ibv_comp_channel *ctx_cch(struct rtrs_srv_ctx *c, struct ibv_context *dev)
+{
+	for (int i = 0; i < c->ncch; i++)
+		if (c->cch_dev[i] == dev)
+			return c->cch[i];
+	if (c->ncch == 8)
+		return NULL;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
+	if (!ch)
+		return NULL;
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	c->cch[c->ncch] = ch;
+	c->cch_dev[c->ncch++] = dev;
+	return ch;
+}
+
+static int post_recv(struct srv_con *con, unsigned int i)
+{
+	struct ibv_sge sge = { (uintptr_t)(con->rbuf + (size_t)i * SRV_RECV_SIZE), SRV_RECV_SIZE,
+			       con->rmr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+	return ibv_post_recv(con->qp, &wr, &bad);
+}
+
+static void con_destroy(struct srv_con *con)
+{
+	if (con->id) {
+		if (con->established)
+			rdma_disconnect(con->id);
+		if (con->qp)
+			rdma_destroy_qp(con->id);
+		con->qp = NULL;
+	}
+	if (con->cq)
+		ibv_destroy_cq(con->cq);
+	con->cq = NULL;
+	if (con->rmr)
+		ibv_dereg_mr(con->rmr);
+	con->rmr = NULL;
+	free(con->rbuf);
+	con->rbuf = NULL;
+	if (con->id) {
+		con->id->context = NULL;
+		rdma_destroy_id(con->id);
+	}
+	con->id = NULL;
+	con->established = 0;
+}
+
+static void sess_maybe_free(struct rtrs_srv_ctx *c, struct srv_sess *s);
+
+/* Under c->mu. Tears a path down; its ops with the user are answered into the void. */
+static void path_close(struct rtrs_srv_ctx *c, struct srv_path *p)
+{
+	struct srv_sess *s = p->sess;
+
+	for (uint32_t i = 0; i < s->qd; i++) {
+		struct rtrs_srv_op *op = s->ops[i];
+		if (op && op->path == p)
+			op->path = NULL, op->con = NULL;
+	}
+	for (unsigned int i = 0; i < SRV_MAX_CONS; i++)
+		if (p->cons[i].id || p->cons[i].cq)
+			con_destroy(&p->cons[i]);
+	if (p->chunk_mr)
+		ibv_dereg_mr(p->chunk_mr);
+	if (p->smr)
+		ibv_dereg_mr(p->smr);
+	free(p->sbuf);
+	if (p->pd)
+		ibv_dealloc_pd(p->pd);
+	for (struct srv_path **pp = &s->paths; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	free(p);
+	if (!s->paths) {
+		int was_up = s->up;
+		s->up = 0;
+		s->dead = 1;
+		if (was_up && c->ops.link_ev) {
+			pthread_mutex_unlock(&c->mu);
+			c->ops.link_ev((struct rtrs_srv_sess *)s, RTRS_SRV_LINK_EV_DISCONNECTED,
+				       c->o.priv);
+			pthread_mutex_lock(&c->mu);
+		}
+		for (struct srv_sess **ps = &c->sessions; *ps; ps = &(*ps)->next)
+			if (*ps == s) {
+				*ps = s->next;
+				break;
+			}
+		sess_maybe_free(c, s);
+	}
+}
+
+static void sess_maybe_free(struct rtrs_srv_ctx *c, struct srv_sess *s)
+{
+	(void)c;
+	for (uint32_t i = 0; i < s->qd; i++) {
+		struct rtrs_srv_op *op = s->ops[i];
+		if (!op)
+			continue;
+		if (op->answered || !s->outstanding) {
+			free(op);
+		} else {
+			op->sess = NULL;	/* orphan: freed at its answer */
+		}
+		s->ops[i] = NULL;
+	}
+	if (s->outstanding) {
+		/* the user still writes into chunks: keep the memory until its answers */
+		s->next = c->graveyard;
+		c->graveyard = s;
+		return;
+	}
+	free(s->ops);
+	free(s->buf);
+	free(s);
+}
+
+static struct srv_path *path_bad(struct rtrs_srv_ctx *c, struct srv_path *p, const char *why)
+{
+	char d[64];
+	rtrs_addr_str(p->cons[0].id ? rdma_get_peer_addr(p->cons[0].id) : NULL, d, sizeof(d));
+	fprintf(stderr, "rtrs-srv: session %s path from %s: bad request (%s): path closed\n",
+		p->sess->name, d, why);
+	p->st.bad_msgs++;
+	/* the counter survives the path in the session's total (kept in the ctx log only) */
+	CLOSING(p);
+	return p;
+}
+
+static int send_info_rsp(struct srv_path *p, struct srv_con *con)
+{
+	struct srv_sess *s = p->sess;
+	size_t len = sizeof(struct rtrs_msg_info_rsp) + (size_t)s->qd * sizeof(struct rtrs_sg_desc);
+	struct rtrs_msg_info_rsp *m = (void *)p->sbuf;
+
+	m->type = RTRS_MSG_INFO_RSP;
+	m->sg_cnt = (uint16_t)s->qd;
+	memset(m->reserved, 0, sizeof(m->reserved));
+	for (uint32_t i = 0; i < s->qd; i++) {
+		m->desc[i].addr = (uintptr_t)(s->buf + (size_t)i * s->chunk);
+		m->desc[i].key = p->chunk_mr->rkey;
+		m->desc[i].len = s->chunk;
+	}
+	struct ibv_sge sge = { (uintptr_t)p->sbuf, (uint32_t)len, p->smr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 0, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	return ibv_post_send(con->qp, &wr, &bad);
+}
+
+static int post_imm(struct srv_con *con, uint32_t imm, struct ibv_send_wr *head)
+{
+	struct ibv_send_wr wr = { .wr_id = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(imm) }, *bad;
+	if (head) {
+		struct ibv_send_wr *t = head;
+		while (t->next)
+			t = t->next;
+		t->next = &wr;
+	} else {
+		head = &wr;
+	}
+	return ibv_post_send(con->qp, head, &bad);
+}
+
+/* Under c->mu: sends the answer of op on its connection. */
+static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
+{
+	struct srv_sess *s = op->sess;
+	struct srv_path *p = op->path;
+	(void)c;
+
+	if (!s) {
+		free(op);
+		return;
+	}
+	s->outstanding--;
+	if (s->ops[op->id] != op) {	/* replaced by a re-issue */
+		free(op);
+		return;
+	}
+	if (!p || !op->con || !op->con->qp || p->closing)
+		return;		/* the client re-issues it on another path */
+	struct ibv_sge sges[SRV_MAX_DESC];
+	struct ibv_send_wr wrs[SRV_MAX_DESC];
+	struct ibv_send_wr *head = NULL;
+	if (op->dir == RTRS_READ && !op->err) {
+		char *src = s->buf + (size_t)op->id * s->chunk;
+		uint64_t off = 0;
+		for (unsigned int i = 0; i < op->sg_cnt; i++) {
+			sges[i] = (struct ibv_sge){ (uintptr_t)(src + off), op->desc[i].len,
+						    p->chunk_mr->lkey };
+			wrs[i] = (struct ibv_send_wr){ .wr_id = 2, .sg_list = &sges[i], .num_sge = 1,
+						       .opcode = IBV_WR_RDMA_WRITE };
+			wrs[i].wr.rdma.remote_addr = op->desc[i].addr;
+			wrs[i].wr.rdma.rkey = op->desc[i].key;
+			wrs[i].next = i + 1 < op->sg_cnt ? &wrs[i + 1] : NULL;
+			off += op->desc[i].len;
+		}
+		head = &wrs[0];
+		p->st.bytes_read += off;
+	}
+	if (op->err)
+		p->st.errors++;
+	p->st.inflight--;
+	if (post_imm(op->con, rtrs_to_io_rsp_imm(op->id, op->err, 0), head))
+		CLOSING(p);
+}
+
+int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
+{
+	if (!op)
+		return EINVAL;
+	struct srv_sess *s = op->sess;
+	struct rtrs_srv_ctx *c;
+	if (!s) {	/* orphan */
+		free(op);
+		return ENOTCONN;
+	}
+	c = s->ctx;
+	pthread_mutex_lock(&c->mu);
+	if (op->answered) {
+		pthread_mutex_unlock(&c->mu);
+		return EINVAL;
+	}
+	op->answered = 1;
+	op->err = errno_ < 0 ? -errno_ : errno_;
+	int ret = op->path ? 0 : ENOTCONN;
+	op->qnext = NULL;
+	if (c->respq_tail)
+		c->respq_tail->qnext = op;
+	else
+		c->respq = op;
+	c->respq_tail = op;
+	pthread_mutex_unlock(&c->mu);
+	uint64_t one = 1;
+	if (write(c->efd, &one, sizeof(one)) < 0) {
+		/* the loop also drains the queue on its tick */
+	}
+	return ret;
+}
+
+/* Under c->mu: an IO_REQ on con. Returns nonzero when the path must close. */
+static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t payload)
+{
+	struct srv_path *p = con->path;
+	struct srv_sess *s = p->sess;
+	unsigned int mem_bits = rtrs_mem_bits(s->qd);
+	uint32_t id = payload >> mem_bits, off = payload & ((1u << mem_bits) - 1);
+
+	if (con->cid == 0)
+		return path_bad(c, p, "IO on the service connection"), 1;
+	if (id >= s->qd)
+		return path_bad(c, p, "chunk id >= queue depth"), 1;
+	if ((uint64_t)off + sizeof(struct rtrs_msg_rdma_write) > s->chunk)
+		return path_bad(c, p, "offset outside the chunk"), 1;
+	char *chunk = s->buf + (size_t)id * s->chunk;
+	uint16_t type, usr_len;
+	memcpy(&type, chunk + off, 2);
+	memcpy(&usr_len, chunk + off + 2, 2);
+	if (usr_len > off || usr_len > c->o.max_hdr_size)
+		return path_bad(c, p, "user header length"), 1;
+	struct rtrs_srv_op *op = calloc(1, sizeof(*op) + usr_len + 1);
+	if (!op)
+		return 1;
+	op->sess = s;
+	op->path = p;
+	op->con = con;
+	op->id = id;
+	op->usr_len = usr_len;
+	memcpy(op->usr, chunk + off - usr_len, usr_len);
+	void *data = chunk;
+	if (type == RTRS_MSG_WRITE) {
+		op->dir = RTRS_WRITE;
+		op->datalen = off - usr_len;
+		if (op->datalen > s->chunk - c->o.max_hdr_size && op->datalen + usr_len > s->chunk) {
+			free(op);
+			return path_bad(c, p, "WRITE length"), 1;
+		}
+		p->st.reqs_write++;
+		p->st.bytes_write += op->datalen;
+	} else if (type == RTRS_MSG_READ) {
+		struct rtrs_msg_rdma_read rd;
+		if ((uint64_t)off + sizeof(rd) > s->chunk) {
+			free(op);
+			return path_bad(c, p, "READ trailer outside the chunk"), 1;
+		}
+		memcpy(&rd, chunk + off, sizeof(rd));
+		if (rd.sg_cnt < 1 || rd.sg_cnt > SRV_MAX_DESC ||
+		    (uint64_t)off + sizeof(rd) + (uint64_t)rd.sg_cnt * 16 > s->chunk) {
+			free(op);
+			return path_bad(c, p, "READ descriptor count"), 1;
+		}
+		memcpy(op->desc, chunk + off + sizeof(rd), (size_t)rd.sg_cnt * 16);
+		uint64_t total = 0;
+		for (unsigned int i = 0; i < rd.sg_cnt; i++) {
+			if (op->desc[i].len > s->chunk) {
+				free(op);
+				return path_bad(c, p, "READ descriptor length > chunk"), 1;
+			}
+			total += op->desc[i].len;
+		}
+		if (total > s->chunk - c->o.max_hdr_size) {
+			free(op);
+			return path_bad(c, p, "READ length > max IO size"), 1;
+		}
+		op->dir = RTRS_READ;
+		op->sg_cnt = rd.sg_cnt;
+		op->flags = rd.flags;
+		op->datalen = (uint32_t)total;
+		p->st.reqs_read++;
+	} else {
+		free(op);
+		return path_bad(c, p, "message type"), 1;
+	}
+	if (s->ops[id]) {
+		struct rtrs_srv_op *old = s->ops[id];
+		if (old->answered && old->path) {
+			free(old);	/* answered and sent */
+		} else {
+			old->path = NULL;	/* re-issued while the user holds it */
+			if (old->answered)
+				free(old);
+		}
+	}
+	s->ops[id] = op;
+	s->outstanding++;
+	p->st.inflight++;
+	pthread_mutex_unlock(&c->mu);
+	int r = c->ops.rdma_ev((struct rtrs_srv_sess *)s, s->priv, op, op->dir, data, op->datalen,
+			       op->usr, usr_len);
+	pthread_mutex_lock(&c->mu);
+	if (r) {
+		{
+			if (!op->answered) {
+				op->answered = 1;
+				op->err = r < 0 ? -r : r;
+				op->qnext = NULL;
+				if (c->respq_tail)
+					c->respq_tail->qnext = op;
+				else
+					c->respq = op;
+				c->respq_tail = op;
+			}
+		}
+	}
+	return 0;
+}
+
+static struct srv_path *path_of(struct rtrs_srv_ctx *c, struct srv_path *p)
+{
+	for (struct srv_sess *s = c->sessions; s; s = s->next)
+		for (struct srv_path *q = s->paths; q; q = q->next)
+			if (q == p)
+				return p;
+	return NULL;
+}
+
+static void send_hb_ack(struct srv_con *con)
+{
+	post_imm(con, rtrs_to_imm(RTRS_HB_ACK_IMM, 0), NULL);
+}
+
+/* Under c->mu. */
+static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
+{
+	struct ibv_wc wc[16];
+	int n;
+	struct srv_path *p = con->path;
+
+	while (con->cq && (n = ibv_poll_cq(con->cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (p->closing)
+				break;
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					fprintf(stderr, "rtrs-srv: %s: completion error %s\n",
+						p->sess->name, ibv_wc_status_str(wc[i].status));
+				CLOSING(p);
+				break;
+			}
+			if (!(wc[i].opcode & IBV_WC_RECV))
+				continue;
+			p->last_rx_ns = rtrs_now_ns();
+			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				uint32_t t, pl;
+				rtrs_from_imm(be32toh(wc[i].imm_data), &t, &pl);
+				if (t == RTRS_IO_REQ_IMM) {
+					if (handle_io_req(c, con, pl))
+						CLOSING(p);
+				} else if (t == RTRS_HB_MSG_IMM) {
+					send_hb_ack(con);
+				} else if (t != RTRS_HB_ACK_IMM) {
+					path_bad(c, p, "immediate type");
+				}
+			} else if (wc[i].opcode == IBV_WC_RECV) {
+				uint16_t type;
+				char *b = con->rbuf + wc[i].wr_id * SRV_RECV_SIZE;
+				memcpy(&type, b, 2);
+				if (con->cid == 0 && type == RTRS_MSG_INFO_REQ &&
+				    wc[i].byte_len >= sizeof(struct rtrs_msg_info_req)) {
+					struct srv_sess *s = p->sess;
+					if (!s->name[0])
+						memcpy(s->name, b + 2, RTRS_NAME_MAX);
+					s->name[RTRS_NAME_MAX] = 0;
+					snprintf(p->st.sessname, sizeof(p->st.sessname), "%.63s", s->name);
+					if (send_info_rsp(p, con))
+						CLOSING(p);
+				} else {
+					path_bad(c, p, "SEND message");
+				}
+			}
+			if (!p->closing && post_recv(con, (unsigned int)wc[i].wr_id))
+				CLOSING(p);
+			if (!path_of(c, p))
+				return;
+		}
+		if (p->closing)
+			break;
+	}
+}
+
+static struct srv_sess *sess_get(struct rtrs_srv_ctx *c, const uint8_t *uuid)
+{
+	for (struct srv_sess *s = c->sessions; s; s = s->next)
+		if (!memcmp(s->uuid, uuid, 16))
+			return s;
+	struct srv_sess *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->ctx = c;
+	memcpy(s->uuid, uuid, 16);
+	s->qd = c->o.queue_depth;
+	s->chunk = c->o.chunk_size;
+	s->buf = aligned_alloc(4096, (size_t)s->qd * s->chunk);
+	s->ops = calloc(s->qd, sizeof(*s->ops));
+	if (!s->buf || !s->ops) {
+		free(s->buf);
+		free(s->ops);
+		free(s);
+		return NULL;
+	}
+	memset(s->buf, 0, (size_t)s->qd * s->chunk);
+	s->next = c->sessions;
+	c->sessions = s;
+	return s;
+}
+
+static void reject(struct rdma_cm_id *id, int err)
+{
+	struct rtrs_msg_conn_rsp rsp;
+	memset(&rsp, 0, sizeof(rsp));
+	rsp.magic = RTRS_MAGIC;
+	rsp.version = RTRS_PROTO_VER;
+	rsp.errno_ = (uint16_t)(-err);
+	rdma_reject(id, &rsp, sizeof(rsp));
+	rdma_destroy_id(id);
+}
+
+/* Under c->mu. */
+static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, const void *pdata,
+			       size_t plen)
+{
+	struct rtrs_msg_conn_req rq;
+	if (plen < sizeof(rq)) {
+		reject(id, -EPROTO);
+		return;
+	}
+	memcpy(&rq, pdata, sizeof(rq));
+	if (rq.magic != RTRS_MAGIC || (rq.version >> 8) != RTRS_PROTO_VER_MAJOR ||
+	    rq.cid_num < 1 || rq.cid_num > SRV_MAX_CONS || rq.cid >= rq.cid_num) {
+		reject(id, -EPROTO);
+		return;
+	}
+	struct srv_sess *s = sess_get(c, rq.paths_uuid);
+	if (!s) {
+		reject(id, -ENOMEM);
+		return;
+	}
+	struct srv_path *p = NULL;
+	for (struct srv_path *q = s->paths; q; q = q->next)
+		if (!memcmp(q->uuid, rq.sess_uuid, 16))
+			p = q;
+	if (p && (p->recon_cnt != rq.recon_cnt || p->cid_num != rq.cid_num ||
+		  p->cons[rq.cid].id)) {
+		/* a reconnect of a path we still hold: the stale one goes */
+		path_close(c, p);
+		p = NULL;
+		s = sess_get(c, rq.paths_uuid);
+		if (!s) {
+			reject(id, -ENOMEM);
+			return;
+		}
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p) {
+			reject(id, -ENOMEM);
+			return;
+		}
+		p->sess = s;
+		memcpy(p->uuid, rq.sess_uuid, 16);
+		p->recon_cnt = rq.recon_cnt;
+		p->cid_num = rq.cid_num;
+		p->last_rx_ns = rtrs_now_ns();
+		p->st.state = RTRS_PATH_CONNECTING;
+		p->pd = ibv_alloc_pd(id->verbs);
+		size_t ilen = sizeof(struct rtrs_msg_info_rsp) + (size_t)s->qd * 16;
+		p->sbuf = calloc(1, ilen);
+		if (p->pd) {
+			p->chunk_mr = ibv_reg_mr(p->pd, s->buf, (size_t)s->qd * s->chunk,
+						 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+			if (p->sbuf)
+				p->smr = ibv_reg_mr(p->pd, p->sbuf, ilen, IBV_ACCESS_LOCAL_WRITE);
+		}
+		p->next = s->paths;
+		s->paths = p;
+		if (!p->chunk_mr || !p->smr) {
+			path_close(c, p);
+			reject(id, -ENOMEM);
+			return;
+		}
+	}
+	if (id->verbs != p->pd->context) {
+		reject(id, -EINVAL);
+		return;
+	}
+	struct srv_con *con = &p->cons[rq.cid];
+	con->path = p;
+	con->cid = rq.cid;
+	unsigned int nrecv = rq.cid ? s->qd + 8 : SRV_SVC_RECVS;
+	unsigned int nsend = rq.cid ? s->qd * (SRV_MAX_DESC + 1) + 16 : 64;
+	struct ibv_comp_channel *ch = ctx_cch(c, id->verbs);
+	con->cq = ch ? ibv_create_cq(id->verbs, (int)(nrecv + nsend), con, ch, 0) : NULL;
+	con->rbuf = calloc(nrecv, SRV_RECV_SIZE);
+	if (!con->cq || !con->rbuf)
+		goto fail;
+	con->rmr = ibv_reg_mr(p->pd, con->rbuf, (size_t)nrecv * SRV_RECV_SIZE, IBV_ACCESS_LOCAL_WRITE);
+	if (!con->rmr)
+		goto fail;
+	struct ibv_qp_init_attr qa = { .send_cq = con->cq, .recv_cq = con->cq,
+				       .cap = { .max_send_wr = nsend, .max_recv_wr = nrecv,
+						.max_send_sge = 1, .max_recv_sge = 1 },
+				       .qp_type = IBV_QPT_RC };
+	if (rdma_create_qp(id, p->pd, &qa))
+		goto fail;
+	con->qp = id->qp;
+	con->id = id;
+	id->context = con;
+	con->nrecv = nrecv;
+	for (unsigned int i = 0; i < nrecv; i++)
+		if (post_recv(con, i))
+			goto fail_noid;
+	ibv_req_notify_cq(con->cq, 0);
+	struct rtrs_msg_conn_rsp rsp;
+	memset(&rsp, 0, sizeof(rsp));
+	rsp.magic = RTRS_MAGIC;
+	rsp.version = RTRS_PROTO_VER;
+	rsp.queue_depth = (uint16_t)s->qd;
+	rsp.max_hdr_size = c->o.max_hdr_size;
+	rsp.max_io_size = s->chunk - c->o.max_hdr_size;
+	rsp.flags = 0;
+	struct rdma_conn_param cp = { .private_data = &rsp, .private_data_len = sizeof(rsp),
+				      .responder_resources = 1, .initiator_depth = 1,
+				      .rnr_retry_count = 7 };
+	if (rdma_accept(id, &cp))
+		goto fail_noid;
+	return;
+fail:
+	reject(id, -ENOMEM);
+	con->id = NULL;
+	con_destroy(con);
+	path_close(c, p);
+	return;
+fail_noid:
+	path_close(c, p);
+}
+
+static void *srv_thread(void *arg)
+{
+	struct rtrs_srv_ctx *c = arg;
+	uint64_t last_stats = 0;
+
+	while (!c->stop) {
+		struct pollfd pf[2 + 8];
+		int n = 0;
+		pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
+		pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
+		pthread_mutex_lock(&c->mu);
+		int ncch = c->ncch;
+		for (int i = 0; i < ncch; i++)
+			pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
+		pthread_mutex_unlock(&c->mu);
+		poll(pf, (nfds_t)n, 100);
+		pthread_mutex_lock(&c->mu);
+		if (pf[0].revents & POLLIN) {
+			struct rdma_cm_event *ev;
+			while (!rdma_get_cm_event(c->ech, &ev)) {
+				struct rdma_cm_event e = *ev;
+				char pd[256];
+				size_t plen = ev->param.conn.private_data_len;
+				if (plen > sizeof(pd))
+					plen = sizeof(pd);
+				if (ev->param.conn.private_data)
+					memcpy(pd, ev->param.conn.private_data, plen);
+				else
+					plen = 0;
+				rdma_ack_cm_event(ev);
+				struct srv_con *con = e.id->context;
+				if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+					on_connect_request(c, e.id, pd, plen);
+				} else if (con && con->id == e.id) {
+					struct srv_path *p = con->path;
+					if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
+						con->established = 1;
+						if (++p->nest == p->cid_num) {
+							p->connected = 1;
+							p->st.state = RTRS_PATH_CONNECTED;
+							rtrs_addr_str(rdma_get_local_addr(e.id), p->st.src, sizeof(p->st.src));
+							rtrs_addr_str(rdma_get_peer_addr(e.id), p->st.dst, sizeof(p->st.dst));
+							struct srv_sess *s = p->sess;
+							if (!s->up) {
+								s->up = 1;
+								int r = 0;
+								if (c->ops.link_ev) {
+									pthread_mutex_unlock(&c->mu);
+									r = c->ops.link_ev((struct rtrs_srv_sess *)s,
+											   RTRS_SRV_LINK_EV_CONNECTED, c->o.priv);
+									pthread_mutex_lock(&c->mu);
+								}
+								if (r && path_of(c, p))
+									CLOSING(p);
+							}
+						}
+					} else if (e.event == RDMA_CM_EVENT_DISCONNECTED ||
+						   e.event == RDMA_CM_EVENT_CONNECT_ERROR ||
+						   e.event == RDMA_CM_EVENT_UNREACHABLE ||
+						   e.event == RDMA_CM_EVENT_REJECTED ||
+						   e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+						CLOSING(p);
+					}
+				}
+				if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST || !c->ech)
+					continue;
+			}
+		}
+		for (int i = 0; i < ncch; i++) {
+			if (!(pf[2 + i].revents & POLLIN))
+				continue;
+			struct ibv_cq *cq;
+			void *cctx;
+			while (!ibv_get_cq_event(c->cch[i], &cq, &cctx)) {
+				ibv_ack_cq_events(cq, 1);
+				ibv_req_notify_cq(cq, 0);
+				struct srv_con *con = cctx;
+				if (con->cq == cq && path_of(c, con->path))
+					poll_con(c, con);
+				break;
+			}
+		}
+		if (pf[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(c->efd, &v, sizeof(v)) < 0) {
+			}
+		}
+		/* answers */
+		while (c->respq) {
+			struct rtrs_srv_op *op = c->respq;
+			c->respq = op->qnext;
+			if (!c->respq)
+				c->respq_tail = NULL;
+			op_answer(c, op);
+		}
+		/* graveyard */
+		for (struct srv_sess **ps = &c->graveyard; *ps;) {
+			struct srv_sess *s = *ps;
+			if (!s->outstanding) {
+				*ps = s->next;
+				free(s->ops);
+				free(s->buf);
+				free(s);
+			} else {
+				ps = &s->next;
+			}
+		}
+		/* closing paths, silent paths; poll every CQ once (events may be coalesced) */
+		uint64_t now = rtrs_now_ns();
+		uint64_t dead_ns = (uint64_t)c->o.hb_interval_ms * 1000000ull *
+				   (c->o.hb_missed_max + 1);
+		int again = 1;
+		while (again) {
+			again = 0;
+			for (struct srv_sess *s = c->sessions; s && !again; s = s->next)
+				for (struct srv_path *p = s->paths; p; p = p->next) {
+					for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
+						if (p->cons[k].cq)
+							poll_con(c, &p->cons[k]);
+					if (!path_of(c, p)) {
+						again = 1;
+						break;
+					}
+					if (p->connected && now > p->last_rx_ns && now - p->last_rx_ns > dead_ns)
+						CLOSING(p);
+					if (p->closing) {
+						path_close(c, p);
+						again = 1;
+						break;
+					}
+				}
+		}
+		if (now - last_stats > 1000000000ull && c->stats_dir[0]) {
+			last_stats = now;
+			struct rtrs_path_stats st[64];
+			int k = 0;
+			for (struct srv_sess *s = c->sessions; s; s = s->next)
+				for (struct srv_path *p = s->paths; p && k < 64; p = p->next)
+					st[k++] = p->st;
+			rtrs_stats_write(c->stats_dir, "srv", "server", st, k);
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+	return NULL;
+}
+
+struct rtrs_srv_ctx *rtrs_srv_open(const struct rtrs_srv_ops *ops, const char *const *addrs,
+				   size_t n, const struct rtrs_srv_opts *opts)
+{
+	struct rtrs_srv_ctx *c;
+	int err = 0;
+
+	if (!ops || !ops->rdma_ev || !addrs || !n || n > 16) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->ops = *ops;
+	rtrs_srv_opts_init(&c->o);
+	if (opts) {
+		size_t sz = opts->size && opts->size < sizeof(c->o) ? opts->size : sizeof(c->o);
+		memcpy(&c->o, opts, sz);
+		c->o.size = sizeof(c->o);
+	}
+	if (c->o.chunk_size < RTRS_MIN_CHUNK_SIZE || (c->o.chunk_size & (c->o.chunk_size - 1)) ||
+	    !c->o.queue_depth || c->o.queue_depth > RTRS_MAX_SESS_QUEUE_DEPTH ||
+	    c->o.max_hdr_size >= c->o.chunk_size / 2 || !c->o.hb_interval_ms ||
+	    (1ull << rtrs_mem_bits(c->o.queue_depth)) < c->o.chunk_size) {
+		free(c);
+		errno = EINVAL;
+		return NULL;
+	}
+	if (c->o.always_invalidate) {
+		free(c);
+		errno = EOPNOTSUPP;	/* not implemented yet (docs/rtrs.md) */
+		return NULL;
+	}
+	const char *sd = c->o.stats_dir ? c->o.stats_dir : getenv("RTRS_STATS_DIR");
+	if (sd)
+		snprintf(c->stats_dir, sizeof(c->stats_dir), "%s", sd);
+	pthread_mutex_init(&c->mu, NULL);
+	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	c->ech = rdma_create_event_channel();
+	if (c->efd < 0 || !c->ech) {
+		err = errno ? errno : ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sockaddr_storage ss;
+		err = rtrs_parse_addr(addrs[i], &ss, 1);
+		if (err)
+			goto fail;
+		struct rdma_cm_id *id;
+		if (rdma_create_id(c->ech, &id, NULL, RDMA_PS_TCP)) {
+			err = errno;
+			goto fail;
+		}
+		c->listen[c->nlisten++] = id;
+		if (rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 64)) {
+			err = errno ? errno : EADDRINUSE;
+			goto fail;
+		}
+	}
+	/* the loop reads events without blocking */
+	fcntl(c->ech->fd, F_SETFL, fcntl(c->ech->fd, F_GETFL) | O_NONBLOCK);
+	if (pthread_create(&c->thr, NULL, srv_thread, c)) {
+		err = EAGAIN;
+		goto fail;
+	}
+	return c;
+fail:
+	for (size_t i = 0; i < c->nlisten; i++)
+		rdma_destroy_id(c->listen[i]);
+	if (c->ech)
+		rdma_destroy_event_channel(c->ech);
+	if (c->efd >= 0)
+		close(c->efd);
+	free(c);
+	errno = err ? err : EINVAL;
+	return NULL;
+}
+
+void rtrs_srv_close(struct rtrs_srv_ctx *c)
+{
+	if (!c)
+		return;
+	c->stop = 1;
+	pthread_join(c->thr, NULL);
+	pthread_mutex_lock(&c->mu);
+	while (c->sessions) {
+		struct srv_sess *s = c->sessions;
+		while (s->paths && c->sessions == s)
+			path_close(c, s->paths);
+	}
+	pthread_mutex_unlock(&c->mu);
+	for (size_t i = 0; i < c->nlisten; i++)
+		rdma_destroy_id(c->listen[i]);
+	for (int i = 0; i < c->ncch; i++)
+		ibv_destroy_comp_channel(c->cch[i]);
+	rdma_destroy_event_channel(c->ech);
+	close(c->efd);
+	/* sessions still held by the user (graveyard) leak on purpose: the user writes into them */
+	free(c);
+}
+
+void rtrs_srv_set_sess_priv(struct rtrs_srv_sess *sess, void *priv)
+{
+	((struct srv_sess *)sess)->priv = priv;
+}
+
+const char *rtrs_srv_get_sess_name(struct rtrs_srv_sess *sess)
+{
+	return ((struct srv_sess *)sess)->name;
+}
+
+uint32_t rtrs_srv_get_queue_depth(struct rtrs_srv_sess *sess)
+{
+	return ((struct srv_sess *)sess)->qd;
+}
+
+struct rtrs_srv_sess *rtrs_srv_op_sess(struct rtrs_srv_op *op)
+{
+	return (struct rtrs_srv_sess *)op->sess;
+}
+
+int rtrs_srv_path_stats(struct rtrs_srv_ctx *c, struct rtrs_path_stats *out, int max)
+{
+	int k = 0;
+	pthread_mutex_lock(&c->mu);
+	for (struct srv_sess *s = c->sessions; s; s = s->next)
+		for (struct srv_path *p = s->paths; p; p = p->next) {
+			if (k < max)
+				out[k] = p->st;
+			k++;
+		}
+	pthread_mutex_unlock(&c->mu);
+	return k;
+}

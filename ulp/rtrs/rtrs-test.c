@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rtrs-test: a server (an in-memory disk answered from a worker thread, as RNBD answers after
+ * io_uring) and a client (random READs and WRITEs over distinct slots, every byte checked
+ * against a mirror), for tests/integration/test_rtrs*.sh. Public API only (rtrs.h).
+ *
+ *   rtrs-test server -l ADDR [-l ADDR]... [-q QD] [-c CHUNK] [-d DISK_MB] [-H HB_MS] [-t SECONDS]
+ *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
+ *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
+ * The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
+ * Exit 0: every request succeeded and every byte matched (-x: failures allowed, counted).
+ */
+#include "rtrs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct hdr {
+	uint64_t off;
+	uint32_t len;
+	uint32_t magic;
+};
+#define HDR_MAGIC 0x52545253u
+
+/* ---------------------------------------------------------------------------------------- */
+static char *disk;
+static size_t disk_size;
+
+struct work {
+	struct rtrs_srv_op *op;
+	enum rtrs_dir dir;
+	void *data;
+	size_t len;
+	struct hdr h;
+	struct work *next;
+};
+static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wcv = PTHREAD_COND_INITIALIZER;
+static struct work *whead, *wtail;
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&wmu);
+		while (!whead)
+			pthread_cond_wait(&wcv, &wmu);
+		struct work *w = whead;
+		whead = w->next;
+		if (!whead)
+			wtail = NULL;
+		pthread_mutex_unlock(&wmu);
+		int err = 0;
+		if (w->h.magic != HDR_MAGIC || w->h.off + w->len > disk_size || w->h.len != w->len)
+			err = EINVAL;
+		else if (w->dir == RTRS_WRITE)
+			memcpy(disk + w->h.off, w->data, w->len);
+		else
+			memcpy(w->data, disk + w->h.off, w->len);
+		rtrs_srv_resp_rdma(w->op, err);
+		free(w);
+	}
+	return NULL;
+}
+
+static int srv_rdma_ev(struct rtrs_srv_sess *s, void *sp, struct rtrs_srv_op *op, enum rtrs_dir dir,
+		       void *data, size_t len, const void *usr, size_t usrlen)
+{
+	(void)s;
+	(void)sp;
+	if (usrlen != sizeof(struct hdr))
+		return EINVAL;
+	struct work *w = calloc(1, sizeof(*w));
+	if (!w)
+		return ENOMEM;
+	w->op = op;
+	w->dir = dir;
+	w->data = data;
+	w->len = len;
+	memcpy(&w->h, usr, sizeof(w->h));
+	pthread_mutex_lock(&wmu);
+	if (wtail)
+		wtail->next = w;
+	else
+		whead = w;
+	wtail = w;
+	pthread_cond_signal(&wcv);
+	pthread_mutex_unlock(&wmu);
+	return 0;
+}
+
+static int srv_link_ev(struct rtrs_srv_sess *s, enum rtrs_srv_link_ev ev, void *priv)
+{
+	(void)priv;
+	if (ev == RTRS_SRV_LINK_EV_CONNECTED)
+		memset(disk, 0, disk_size);	/* each client session starts from a zeroed disk */
+	printf("session %s %s\n", rtrs_srv_get_sess_name(s),
+	       ev == RTRS_SRV_LINK_EV_CONNECTED ? "connected" : "disconnected");
+	fflush(stdout);
+	return 0;
+}
+
+static int server(int argc, char **argv)
+{
+	const char *addrs[16];
+	size_t n = 0;
+	struct rtrs_srv_opts o;
+	int secs = 60, opt;
+	size_t mb = 64;
+
+	rtrs_srv_opts_init(&o);
+	while ((opt = getopt(argc, argv, "l:q:c:d:H:t:i")) != -1) {
+		switch (opt) {
+		case 'l': if (n < 16) addrs[n++] = optarg; break;
+		case 'q': o.queue_depth = (uint32_t)atoi(optarg); break;
+		case 'c': o.chunk_size = (uint32_t)atoi(optarg); break;
+		case 'd': mb = (size_t)atoi(optarg); break;
+		case 'H': o.hb_interval_ms = (unsigned int)atoi(optarg); break;
+		case 't': secs = atoi(optarg); break;
+		case 'i': o.always_invalidate = 1; break;
+		default: return 2;
+		}
+	}
+	if (!n)
+		addrs[n++] = "0.0.0.0";
+	disk_size = mb << 20;
+	disk = calloc(1, disk_size);
+	pthread_t t;
+	pthread_create(&t, NULL, worker, NULL);
+	struct rtrs_srv_ops ops = { .rdma_ev = srv_rdma_ev, .link_ev = srv_link_ev };
+	struct rtrs_srv_ctx *ctx = rtrs_srv_open(&ops, addrs, n, &o);
+	if (!ctx) {
+		fprintf(stderr, "rtrs_srv_open: %s\n", strerror(errno));
+		return 1;
+	}
+	printf("listening\n");
+	fflush(stdout);
+	sleep((unsigned int)secs);
+	struct rtrs_path_stats st[16];
+	int k = rtrs_srv_path_stats(ctx, st, 16);
+	for (int i = 0; i < k && i < 16; i++)
+		printf("srvpath %s reqs=%llu bad_msgs=%llu\n", st[i].dst,
+		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
+		       (unsigned long long)st[i].bad_msgs);
+	rtrs_srv_close(ctx);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+struct cio {
+	int busy;
+	enum rtrs_dir dir;
+	struct hdr h;
+	char *buf;
+	int done, err;
+};
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ccv = PTHREAD_COND_INITIALIZER;
+static char *mirror;
+static long fails, mismatches, completed;
+static int inflight;
+
+static void conf(void *priv, int err)
+{
+	struct cio *io = priv;
+	pthread_mutex_lock(&cmu);
+	if (err) {
+		fails++;
+	} else if (io->dir == RTRS_WRITE) {
+		memcpy(mirror + io->h.off, io->buf, io->h.len);
+	} else if (memcmp(mirror + io->h.off, io->buf, io->h.len)) {
+		mismatches++;
+		fprintf(stderr, "READ off %llu len %u: bytes differ\n",
+			(unsigned long long)io->h.off, io->h.len);
+	}
+	completed++;
+	io->busy = 0;
+	inflight--;
+	pthread_cond_broadcast(&ccv);
+	pthread_mutex_unlock(&cmu);
+}
+
+static int client(int argc, char **argv)
+{
+	struct rtrs_path_addr paths[16];
+	size_t np = 0;
+	struct rtrs_clt_opts o;
+	long nios = 10000;
+	int depth = 32, opt, allow_fail = 0;
+	unsigned int seed = 1;
+	size_t mb = 64;
+
+	rtrs_clt_opts_init(&o);
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:")) != -1) {
+		switch (opt) {
+		case 'p': {
+			if (np == 16)
+				return 2;
+			char *at = strchr(optarg, '@');
+			if (at)
+				*at = 0;
+			paths[np].dst = optarg;
+			paths[np++].src = at ? at + 1 : NULL;
+			break;
+		}
+		case 'n': nios = atol(optarg); break;
+		case 'D': depth = atoi(optarg); break;
+		case 'P':
+			o.policy = !strcmp(optarg, "rr") ? RTRS_MP_ROUND_ROBIN :
+				   !strcmp(optarg, "ml") ? RTRS_MP_MIN_LATENCY : RTRS_MP_MIN_INFLIGHT;
+			break;
+		case 'H': o.hb_interval_ms = (unsigned int)atoi(optarg); break;
+		case 'M': o.hb_missed_max = (unsigned int)atoi(optarg); break;
+		case 'R': o.reconnect_delay_ms = (unsigned int)atoi(optarg); break;
+		case 'F': o.fail_timeout_ms = (unsigned int)atoi(optarg); break;
+		case 's': seed = (unsigned int)atoi(optarg); break;
+		case 'd': mb = (size_t)atoi(optarg); break;
+		case 'x': allow_fail = 1; break;
+		default: return 2;
+		}
+	}
+	srand(seed);
+	struct rtrs_clt *clt = rtrs_clt_open("rtrs-test", paths, np, &o);
+	if (!clt) {
+		fprintf(stderr, "rtrs_clt_open: %s\n", strerror(errno));
+		return 1;
+	}
+	struct rtrs_attrs a;
+	rtrs_clt_query(clt, &a);
+	size_t slot = a.max_io_size & ~(size_t)511;
+	size_t nslots = (mb << 20) / slot;
+	if (depth > (int)nslots)
+		depth = (int)nslots;
+	printf("connected qd=%u max_io=%u slots=%zu\n", a.queue_depth, a.max_io_size, nslots);
+	fflush(stdout);
+	mirror = calloc(1, mb << 20);
+	struct cio *ios = calloc(nslots, sizeof(*ios));
+	for (size_t i = 0; i < nslots; i++)
+		ios[i].buf = malloc(slot);
+	time_t t0 = time(NULL);
+	for (long k = 0; k < nios; k++) {
+		pthread_mutex_lock(&cmu);
+		while (inflight >= depth)
+			pthread_cond_wait(&ccv, &cmu);
+		size_t s;
+		do
+			s = (size_t)rand() % nslots;
+		while (ios[s].busy);
+		struct cio *io = &ios[s];
+		io->busy = 1;
+		inflight++;
+		pthread_mutex_unlock(&cmu);
+		uint32_t len = (uint32_t)(512 * (1 + (size_t)rand() % (slot / 512)));
+		uint64_t off = s * slot + 512 * ((size_t)rand() % ((slot - len) / 512 + 1));
+		io->dir = rand() & 1 ? RTRS_WRITE : RTRS_READ;
+		io->h = (struct hdr){ off, len, HDR_MAGIC };
+		if (io->dir == RTRS_WRITE)
+			for (uint32_t i = 0; i < len; i += 4) {
+				uint32_t v = (uint32_t)rand();
+				memcpy(io->buf + i, &v, 4);
+			}
+		else
+			memset(io->buf, 0xee, len);
+		struct iovec iov[2] = { { io->buf, len / 2 }, { io->buf + len / 2, len - len / 2 } };
+		int r = rtrs_clt_request(clt, io->dir, conf, io, &io->h, sizeof(io->h), iov, 2, 0);
+		if (r) {
+			fprintf(stderr, "rtrs_clt_request: %s\n", strerror(r));
+			pthread_mutex_lock(&cmu);
+			fails++;
+			io->busy = 0;
+			inflight--;
+			pthread_mutex_unlock(&cmu);
+		}
+	}
+	pthread_mutex_lock(&cmu);
+	while (inflight)
+		pthread_cond_wait(&ccv, &cmu);
+	pthread_mutex_unlock(&cmu);
+	struct rtrs_path_stats st[16];
+	int k = rtrs_clt_path_stats(clt, st, 16);
+	for (int i = 0; i < k && i < 16; i++)
+		printf("path %s state=%d reqs=%llu failovers=%llu reconnects=%llu hb_rtt_us=%u "
+		       "errors=%llu\n", st[i].dst, st[i].state,
+		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
+		       (unsigned long long)st[i].failovers, (unsigned long long)st[i].reconnects,
+		       st[i].hb_rtt_us, (unsigned long long)st[i].errors);
+	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld\n", nios, completed,
+	       fails, mismatches, (long)(time(NULL) - t0));
+	fflush(stdout);
+	rtrs_clt_close(clt);
+	if (mismatches || (fails && !allow_fail))
+		return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 2 && !strcmp(argv[1], "server"))
+		return server(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "client"))
+		return client(argc - 1, argv + 1);
+	fprintf(stderr, "usage: rtrs-test server|client ...\n");
+	return 2;
+}
