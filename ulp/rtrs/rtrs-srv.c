@@ -526,6 +526,22 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 						memcpy(s->name, b + 2, RTRS_NAME_MAX);
 					s->name[RTRS_NAME_MAX] = 0;
 					snprintf(p->st.sessname, sizeof(p->st.sessname), "%.63s", s->name);
+					if (!s->up) {	/* the session is up once its name is known */
+						s->up = 1;
+						int r = 0;
+						if (c->ops.link_ev) {
+							pthread_mutex_unlock(&c->mu);
+							r = c->ops.link_ev((struct rtrs_srv_sess *)s,
+									   RTRS_SRV_LINK_EV_CONNECTED, c->o.priv);
+							pthread_mutex_lock(&c->mu);
+						}
+						if (!path_of(c, p))
+							return;
+						if (r) {
+							CLOSING(p);
+							break;
+						}
+					}
 					if (send_info_rsp(p, con))
 						CLOSING(p);
 				} else {
@@ -741,7 +757,7 @@ static void *srv_thread(void *arg)
 							rtrs_addr_str(rdma_get_local_addr(e.id), p->st.src, sizeof(p->st.src));
 							rtrs_addr_str(rdma_get_peer_addr(e.id), p->st.dst, sizeof(p->st.dst));
 							struct srv_sess *s = p->sess;
-							if (!s->up) {
+							if (0) {
 								s->up = 1;
 								int r = 0;
 								if (c->ops.link_ev) {

@@ -7,7 +7,7 @@
  *   rtrs-test server -l ADDR [-l ADDR]... [-q QD] [-c CHUNK] [-d DISK_MB] [-H HB_MS] [-t SECONDS]
  *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
- * The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
+ * -T SECS: keep issuing until SECS have passed as well. The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
  * Exit 0: every request succeeded and every byte matched (-x: failures allowed, counted).
  */
 #include "rtrs.h"
@@ -98,8 +98,13 @@ static int srv_rdma_ev(struct rtrs_srv_sess *s, void *sp, struct rtrs_srv_op *op
 static int srv_link_ev(struct rtrs_srv_sess *s, enum rtrs_srv_link_ev ev, void *priv)
 {
 	(void)priv;
-	if (ev == RTRS_SRV_LINK_EV_CONNECTED)
-		memset(disk, 0, disk_size);	/* each client session starts from a zeroed disk */
+	static char last[256];
+	/* each client run (session name with its pid) starts from a zeroed disk; a session that
+	 * comes back after all its paths failed keeps it */
+	if (ev == RTRS_SRV_LINK_EV_CONNECTED && strcmp(last, rtrs_srv_get_sess_name(s))) {
+		memset(disk, 0, disk_size);
+		snprintf(last, sizeof(last), "%s", rtrs_srv_get_sess_name(s));
+	}
 	printf("session %s %s\n", rtrs_srv_get_sess_name(s),
 	       ev == RTRS_SRV_LINK_EV_CONNECTED ? "connected" : "disconnected");
 	fflush(stdout);
@@ -154,7 +159,7 @@ static int server(int argc, char **argv)
 
 /* ---------------------------------------------------------------------------------------- */
 struct cio {
-	int busy;
+	int busy, tainted;
 	enum rtrs_dir dir;
 	struct hdr h;
 	char *buf;
@@ -163,7 +168,7 @@ struct cio {
 static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ccv = PTHREAD_COND_INITIALIZER;
 static char *mirror;
-static long fails, mismatches, completed;
+static long fails, mismatches, completed, ok_after_fail, unchecked;
 static int inflight;
 
 static void conf(void *priv, int err)
@@ -172,8 +177,17 @@ static void conf(void *priv, int err)
 	pthread_mutex_lock(&cmu);
 	if (err) {
 		fails++;
+		if (io->dir == RTRS_WRITE)
+			io->tainted = 1;	/* a failed WRITE may or may not have landed */
+	} else if (io->tainted) {
+		if (io->dir == RTRS_READ)
+			unchecked++;
 	} else if (io->dir == RTRS_WRITE) {
+		if (fails)
+			ok_after_fail++;
 		memcpy(mirror + io->h.off, io->buf, io->h.len);
+	} else if (fails && !memcmp(mirror + io->h.off, io->buf, io->h.len)) {
+		ok_after_fail++;
 	} else if (memcmp(mirror + io->h.off, io->buf, io->h.len)) {
 		mismatches++;
 		fprintf(stderr, "READ off %llu len %u: bytes differ\n",
@@ -192,12 +206,12 @@ static int client(int argc, char **argv)
 	size_t np = 0;
 	struct rtrs_clt_opts o;
 	long nios = 10000;
-	int depth = 32, opt, allow_fail = 0;
+	int depth = 32, opt, allow_fail = 0, min_secs = 0;
 	unsigned int seed = 1;
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:")) != -1) {
 		switch (opt) {
 		case 'p': {
 			if (np == 16)
@@ -222,11 +236,14 @@ static int client(int argc, char **argv)
 		case 's': seed = (unsigned int)atoi(optarg); break;
 		case 'd': mb = (size_t)atoi(optarg); break;
 		case 'x': allow_fail = 1; break;
+		case 'T': min_secs = atoi(optarg); break;
 		default: return 2;
 		}
 	}
 	srand(seed);
-	struct rtrs_clt *clt = rtrs_clt_open("rtrs-test", paths, np, &o);
+	char name[64];
+	snprintf(name, sizeof(name), "rtrs-test-%d", (int)getpid());
+	struct rtrs_clt *clt = rtrs_clt_open(name, paths, np, &o);
 	if (!clt) {
 		fprintf(stderr, "rtrs_clt_open: %s\n", strerror(errno));
 		return 1;
@@ -244,7 +261,8 @@ static int client(int argc, char **argv)
 	for (size_t i = 0; i < nslots; i++)
 		ios[i].buf = malloc(slot);
 	time_t t0 = time(NULL);
-	for (long k = 0; k < nios; k++) {
+	long k;
+	for (k = 0; k < nios || time(NULL) - t0 < min_secs; k++) {
 		pthread_mutex_lock(&cmu);
 		while (inflight >= depth)
 			pthread_cond_wait(&ccv, &cmu);
@@ -283,15 +301,16 @@ static int client(int argc, char **argv)
 		pthread_cond_wait(&ccv, &cmu);
 	pthread_mutex_unlock(&cmu);
 	struct rtrs_path_stats st[16];
-	int k = rtrs_clt_path_stats(clt, st, 16);
-	for (int i = 0; i < k && i < 16; i++)
+	int npaths = rtrs_clt_path_stats(clt, st, 16);
+	for (int i = 0; i < npaths && i < 16; i++)
 		printf("path %s state=%d reqs=%llu failovers=%llu reconnects=%llu hb_rtt_us=%u "
 		       "errors=%llu\n", st[i].dst, st[i].state,
 		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
 		       (unsigned long long)st[i].failovers, (unsigned long long)st[i].reconnects,
 		       st[i].hb_rtt_us, (unsigned long long)st[i].errors);
-	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld\n", nios, completed,
-	       fails, mismatches, (long)(time(NULL) - t0));
+	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld ok_after_fail=%ld "
+	       "unchecked=%ld\n", k, completed, fails, mismatches, (long)(time(NULL) - t0),
+	       ok_after_fail, unchecked);
 	fflush(stdout);
 	rtrs_clt_close(clt);
 	if (mismatches || (fails && !allow_fail))

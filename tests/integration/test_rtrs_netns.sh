@@ -1,0 +1,121 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# ulp/rtrs (docs/rtrs.md) between two network namespaces joined by TWO veth pairs: one RTRS
+# session of two paths (one per pair; softrdma0 and softrdma1 on each side).
+#   1. 10,000 random READs/WRITEs of 512 B .. max IO, every byte checked, round-robin: both
+#      paths carry about half.
+#   2. path cut mid-IO (pair 2 set down for 4 s, heartbeats 200 ms x 5): no request fails, no
+#      byte is wrong, fail-overs > 0 on path 2, which reconnects and is connected at the end.
+#   3. every path cut (both pairs down for 4 s, requests fail after 2 s): requests fail, the
+#      client neither hangs nor dies, and requests succeed again once the pairs are back.
+#   4. silent server (SIGSTOP 3 s): the client's heartbeats declare both paths dead, then they
+#      reconnect to the resumed server (its stale paths replaced) and no request fails.
+#   RTRS_TEST_IOS=N   fewer IOs in case 1 by hand (the committed test does 10,000)
+
+. "$(dirname "$0")/lib.sh"
+need_build
+need_root
+need_cmd timeout ss
+RT=$SR_BUILD_DIR/bin/rtrs-test
+[ -x "$RT" ] || { echo "FAIL: no $RT (build first)" >&2; exit 1; }
+IOS=${RTRS_TEST_IOS:-10000}
+
+# rtrs_two_pairs: sr_netns_pair plus a second veth pair between the same namespaces, on its
+# own /24 (SR_NET2; its ends SR_VA2 in A and SR_VB2 in B).
+rtrs_two_pairs() {
+	sr_netns_pair rt || return 1
+	SR_VA2=rt2a$$ SR_VB2=rt2b$$
+	SR_NET2=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
+	ip link add "$SR_VA2" type veth peer name "$SR_VB2" &&
+		ip link set "$SR_VA2" netns "$SR_NSA" && ip link set "$SR_VB2" netns "$SR_NSB" &&
+		ip -n "$SR_NSA" addr add "$SR_NET2.1/24" dev "$SR_VA2" &&
+		ip -n "$SR_NSB" addr add "$SR_NET2.2/24" dev "$SR_VB2" &&
+		ip -n "$SR_NSA" link set "$SR_VA2" up && ip -n "$SR_NSB" link set "$SR_VB2" up ||
+		{ ip link del "$SR_VA2" 2>/dev/null; return 1; }
+	for i in $(seq 100); do
+		ip -n "$SR_NSB" link show "$SR_VB2" | grep -q LOWER_UP && break
+		sleep 0.05
+	done
+}
+rtrs_two_pairs || { sr_fail "two veth pairs"; sr_finish; }
+
+P=$(sr_free_port "$SR_NSA")
+start_server() {
+	ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$SR_VA,$SR_VA2" \
+		timeout 300 "$SR" run -- "$RT" server -l "$SR_NET.1:$P" -l "$SR_NET2.1:$P" -H 200 -t 280 \
+		>>"$SR_TMP/srv.out" 2>&1 &
+	SR_BG+=($!)
+	SPID=$!
+	sr_wait_listen "$P" "$SPID" "$SR_NSA" 20 ||
+		{ sr_tail "$SR_TMP/srv.out"; sr_fail "server listens"; sr_finish; }
+}
+start_server
+PATHS=(-p "$SR_NET.1:$P@$SR_NET.2" -p "$SR_NET2.1:$P@$SR_NET2.2")
+client() {	# client OUT ARGS...: in namespace B, bounded
+	local out=$1
+	shift
+	ip netns exec "$SR_NSB" env SOFTRDMA_NETDEV="$SR_VB,$SR_VB2" \
+		timeout 120 "$SR" run -- "$RT" client "${PATHS[@]}" -H 200 -M 5 -R 500 "$@" >"$out" 2>&1
+}
+reqs_of() { sed -n "s/^path $1:$P .*reqs=\([0-9]*\).*/\1/p" "$2"; }
+field_of() { sed -n "s/^path $1:$P .*$3=\([0-9]*\).*/\1/p" "$2"; }
+
+# 1. two paths, round-robin
+out=$SR_TMP/rr.out
+client "$out" -n "$IOS" -P rr -s $RANDOM; rc=$?
+sr_expect_eq "rr: client exit" 0 "$rc"
+sr_expect_grep "rr: $IOS IOs, none failed, every byte right" \
+	"^ios=$IOS completed=$IOS failed=0 mismatches=0" "$out"
+r1=$(reqs_of "$SR_NET.1" "$out") r2=$(reqs_of "$SR_NET2.1" "$out")
+echo "rr: path 1 carried ${r1:-?}, path 2 ${r2:-?}"
+sr_expect_ge "rr: path 1 share >= 45%" $((IOS * 45 / 100)) "${r1:-0}"
+sr_expect_ge "rr: path 2 share >= 45%" $((IOS * 45 / 100)) "${r2:-0}"
+
+# 2. one path cut in the middle of IO
+out=$SR_TMP/cut.out
+client "$out" -n 2000 -T 9 -P rr -s $RANDOM &
+CPID=$!
+sleep 2.5
+ip -n "$SR_NSB" link set "$SR_VB2" down
+sleep 4
+ip -n "$SR_NSB" link set "$SR_VB2" up
+sr_wait_pid "$CPID" 110; rc=$?
+sr_expect_eq "cut: client exit" 0 "$rc"
+sr_expect_grep "cut: no request failed, every byte right" "failed=0 mismatches=0" "$out"
+sr_expect_ge "cut: fail-overs from path 2" 1 "$(field_of "$SR_NET2.1" "$out" failovers)"
+sr_expect_ge "cut: path 2 reconnected" 1 "$(field_of "$SR_NET2.1" "$out" reconnects)"
+sr_expect_grep "cut: path 2 connected at the end" "^path $SR_NET2.1:$P state=1 " "$out"
+
+# 3. every path cut: bounded errors, then success again
+out=$SR_TMP/all.out
+client "$out" -n 2000 -T 10 -P mi -F 2000 -x -s $RANDOM &
+CPID=$!
+sleep 2
+ip -n "$SR_NSB" link set "$SR_VB" down
+ip -n "$SR_NSB" link set "$SR_VB2" down
+sleep 4
+ip -n "$SR_NSB" link set "$SR_VB" up
+ip -n "$SR_NSB" link set "$SR_VB2" up
+sr_wait_pid "$CPID" 110; rc=$?
+sr_expect_eq "all cut: client exit (failures allowed, no byte wrong, no hang)" 0 "$rc"
+f=$(sed -n 's/.* failed=\([0-9]*\).*/\1/p' "$out")
+sr_expect_ge "all cut: requests failed" 1 "${f:-0}"
+sr_expect_ge "all cut: requests succeeded after the failures" 1 \
+	"$(sed -n 's/.*ok_after_fail=\([0-9]*\).*/\1/p' "$out")"
+
+# 4. silent server
+out=$SR_TMP/stop.out
+client "$out" -n 2000 -T 9 -P ml -s $RANDOM &
+CPID=$!
+sleep 2
+SRVPROG=$(pgrep -f "^$RT server -l $SR_NET.1:$P" | head -n1)
+kill -STOP "$SRVPROG"
+sleep 3
+kill -CONT "$SRVPROG"
+sr_wait_pid "$CPID" 110; rc=$?
+sr_expect_eq "stop: client exit" 0 "$rc"
+sr_expect_grep "stop: no request failed, every byte right" "failed=0 mismatches=0" "$out"
+sr_expect_grep "stop: heartbeats declared a path dead" "failed \(Connection timed out\)" "$out"
+sr_expect_ge "stop: path 1 reconnected" 1 "$(field_of "$SR_NET.1" "$out" reconnects)"
+sr_finish
