@@ -56,7 +56,7 @@ struct srv_path {
 };
 
 struct rtrs_srv_op {
-	struct srv_sess *sess;	/* NULL: orphan (session gone) */
+	struct srv_sess *sess;
 	struct srv_path *path;	/* NULL: path gone, answer dropped */
 	struct srv_con *con;
 	uint32_t id;
@@ -215,20 +215,9 @@ static void path_close(struct rtrs_srv_ctx *c, struct srv_path *p)
 
 static void sess_maybe_free(struct rtrs_srv_ctx *c, struct srv_sess *s)
 {
-	(void)c;
-	for (uint32_t i = 0; i < s->qd; i++) {
-		struct rtrs_srv_op *op = s->ops[i];
-		if (!op)
-			continue;
-		if (op->answered || !s->outstanding) {
-			free(op);
-		} else {
-			op->sess = NULL;	/* orphan: freed at its answer */
-		}
-		s->ops[i] = NULL;
-	}
+	/* Ops not yet through op_answer are counted in outstanding and keep the session (its
+	 * chunks, which the user may still be using) in the graveyard until they are. */
 	if (s->outstanding) {
-		/* the user still writes into chunks: keep the memory until its answers */
 		s->next = c->graveyard;
 		c->graveyard = s;
 		return;
@@ -292,17 +281,16 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 	struct srv_path *p = op->path;
 	(void)c;
 
-	if (!s) {
-		free(op);
-		return;
-	}
 	s->outstanding--;
-	if (s->ops[op->id] != op) {	/* replaced by a re-issue */
+	if (s->ops[op->id] != op) {	/* replaced by a re-issue: its answer is dropped */
 		free(op);
 		return;
 	}
-	if (!p || !op->con || !op->con->qp || p->closing)
-		return;		/* the client re-issues it on another path */
+	s->ops[op->id] = NULL;
+	if (s->dead || !p || !op->con || !op->con->qp || p->closing) {
+		free(op);	/* the client re-issues it on another path */
+		return;
+	}
 	struct ibv_sge sges[SRV_MAX_DESC];
 	struct ibv_send_wr wrs[SRV_MAX_DESC];
 	struct ibv_send_wr *head = NULL;
@@ -327,18 +315,15 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 	p->st.inflight--;
 	if (post_imm(op->con, rtrs_to_io_rsp_imm(op->id, op->err, 0), head))
 		CLOSING(p);
+	free(op);
 }
 
 int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 {
 	if (!op)
 		return EINVAL;
-	struct srv_sess *s = op->sess;
+	struct srv_sess *s = op->sess;	/* kept until this op is through op_answer */
 	struct rtrs_srv_ctx *c;
-	if (!s) {	/* orphan */
-		free(op);
-		return ENOTCONN;
-	}
 	c = s->ctx;
 	pthread_mutex_lock(&c->mu);
 	if (op->answered) {
@@ -435,16 +420,8 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 		free(op);
 		return path_bad(c, p, "message type"), 1;
 	}
-	if (s->ops[id]) {
-		struct rtrs_srv_op *old = s->ops[id];
-		if (old->answered && old->path) {
-			free(old);	/* answered and sent */
-		} else {
-			old->path = NULL;	/* re-issued while the user holds it */
-			if (old->answered)
-				free(old);
-		}
-	}
+	/* a re-issue while the user still holds the chunk's previous op: that op's answer
+	 * will be dropped (op_answer sees it is no longer current) */
 	s->ops[id] = op;
 	s->outstanding++;
 	p->st.inflight++;
@@ -947,8 +924,18 @@ void rtrs_srv_close(struct rtrs_srv_ctx *c)
 	pthread_mutex_lock(&c->mu);
 	while (c->sessions) {
 		struct srv_sess *s = c->sessions;
+		if (!s->paths) {
+			c->sessions = s->next;
+			sess_maybe_free(c, s);
+			continue;
+		}
 		while (s->paths && c->sessions == s)
 			path_close(c, s->paths);
+	}
+	while (c->respq) {
+		struct rtrs_srv_op *op = c->respq;
+		c->respq = op->qnext;
+		op_answer(c, op);
 	}
 	pthread_mutex_unlock(&c->mu);
 	for (size_t i = 0; i < c->nlisten; i++)
