@@ -5,6 +5,10 @@
 # processes on loopback over softrdma, one session of two paths (the server listens on two
 # ports), 10,000 random READs and WRITEs of 512 B .. max IO with every byte checked against the
 # client's mirror, with each multipath policy; round-robin must use both paths about equally.
+# Then a hostile client (rtrs-test hostile, through a raw test hook of the library): a chunk id
+# >= the queue depth, an offset outside the chunk, a user header longer than its offset, a READ
+# descriptor longer than a chunk, a READ with no descriptor: each closes the path (the server
+# says which check), the client reconnects and a byte-checked WRITE+READ works after each.
 #   RTRS_TEST_IOS=N   fewer IOs by hand (the committed test does 10,000)
 
 . "$(dirname "$0")/lib.sh"
@@ -50,5 +54,24 @@ for pol in rr mi ml; do
 		sr_expect_ge "rr: path 1 share >= 45%" $((IOS * 45 / 100)) "${r1:-0}"
 		sr_expect_ge "rr: path 2 share >= 45%" $((IOS * 45 / 100)) "${r2:-0}"
 	fi
+done
+
+# --- hostile client (queue depth 500: chunk ids 500..511 fit the immediate's 9 id bits)
+P3=$(sr_free_port)
+timeout 60 "$SR" run -- "$RT" server -l 127.0.0.1:$P3 -q 500 -H 200 -t 45 >"$SR_TMP/srvh.out" 2>&1 &
+SR_BG+=($!)
+sr_wait_listen "$P3" "$!" "" 20 || { sr_tail "$SR_TMP/srvh.out"; sr_fail "hostile server listens"; sr_finish; }
+if timeout 50 "$SR" run -- "$RT" hostile -p 127.0.0.1:$P3 >"$SR_TMP/hostile.out" 2>&1; then
+	sr_ok "hostile: client exit 0"
+else
+	sr_fail "hostile: client exit $?"
+	sr_tail "$SR_TMP/hostile.out"
+fi
+sr_expect_grep "hostile: every case closed the path, IO fine after" "^hostile cases=5 bad=0" \
+	"$SR_TMP/hostile.out"
+for why in "chunk id >= queue depth" "offset outside the chunk" "user header length" \
+	"READ descriptor length > chunk" "READ descriptor count"; do
+	sr_expect_grep "hostile: server refused: $why" "bad request \\($why\\): path closed" \
+		"$SR_TMP/srvh.out"
 done
 sr_finish

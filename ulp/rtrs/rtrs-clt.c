@@ -1140,3 +1140,30 @@ int rtrs_clt_path_stats(struct rtrs_clt *c, struct rtrs_path_stats *out, int max
 	pthread_mutex_unlock(&c->mu);
 	return k;
 }
+
+int rtrs_clt_test_raw(struct rtrs_clt *c, uint32_t imm, const void *msg, size_t len,
+		      uint32_t chunk, uint32_t off)
+{
+	pthread_mutex_lock(&c->mu);
+	struct clt_path *p = pick_path(c, NULL);
+	if (!p || !c->nfree || len > c->chunk) {
+		pthread_mutex_unlock(&c->mu);
+		return p ? EINVAL : ENOTCONN;
+	}
+	chunk %= c->qd;
+	off %= c->chunk - (uint32_t)len + 1;
+	/* from a free permit's data buffer */
+	uint32_t id = c->free_ids[c->nfree - 1];
+	char *buf = c->data + (size_t)id * c->chunk;
+	memcpy(buf, msg, len);
+	struct ibv_sge sge = { (uintptr_t)buf, (uint32_t)len, p->data_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = UINT64_MAX, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	wr.imm_data = htobe32(imm);
+	wr.wr.rdma.remote_addr = p->rbufs[chunk].addr + off;
+	wr.wr.rdma.rkey = p->rbufs[chunk].key;
+	int r = ibv_post_send(p->cons[1].qp, &wr, &bad) ? EIO : 0;
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}

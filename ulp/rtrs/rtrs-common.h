@@ -30,3 +30,11 @@ void rtrs_stats_write(const char *dir, const char *kind, const char *name,
 const char *rtrs_state_name(int state);
 
 #endif
+
+/* Test hook (not public API): posts one raw RDMA WRITE with immediate imm of msg[0..len) at
+ * offset off of chunk chunk (both taken modulo the real chunks, so the RDMA itself stays in the
+ * server's memory) on the first connected path's first IO connection. For rtrs-test's hostile
+ * client, which makes the server see malformed requests. 0 or an errno. */
+struct rtrs_clt;
+int rtrs_clt_test_raw(struct rtrs_clt *clt, uint32_t imm, const void *msg, size_t len,
+		      uint32_t chunk, uint32_t off);

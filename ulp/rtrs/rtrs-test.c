@@ -11,6 +11,7 @@
  * Exit 0: every request succeeded and every byte matched (-x: failures allowed, counted).
  */
 #include "rtrs.h"
+#include "rtrs-common.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -318,12 +319,135 @@ static int client(int argc, char **argv)
 	return 0;
 }
 
+
+/* ---------------------------------------------------------------------------------------- */
+/* hostile: malformed requests through the raw test hook; each must close the path (the
+ * client reconnects), the session goes on, a checked WRITE+READ works after each. */
+static int sync_io(struct rtrs_clt *clt, enum rtrs_dir dir, uint64_t off, char *buf, uint32_t len)
+{
+	struct cio io = { .dir = dir, .h = { off, len, HDR_MAGIC }, .buf = buf, .busy = 1 };
+	struct iovec iov = { buf, len };
+	pthread_mutex_lock(&cmu);
+	inflight++;
+	pthread_mutex_unlock(&cmu);
+	int r = rtrs_clt_request(clt, dir, conf, &io, &io.h, sizeof(io.h), &iov, 1, 0);
+	if (r)
+		return r;
+	pthread_mutex_lock(&cmu);
+	while (io.busy)
+		pthread_cond_wait(&ccv, &cmu);
+	pthread_mutex_unlock(&cmu);
+	return 0;
+}
+
+static uint64_t reconnects(struct rtrs_clt *clt)
+{
+	struct rtrs_path_stats st[4];
+	int n = rtrs_clt_path_stats(clt, st, 4);
+	return n > 0 ? st[0].reconnects : 0;
+}
+
+static int hostile(int argc, char **argv)
+{
+	struct rtrs_path_addr pa = { NULL, NULL };
+	struct rtrs_clt_opts o;
+	int opt;
+
+	rtrs_clt_opts_init(&o);
+	o.reconnect_delay_ms = 200;
+	o.hb_interval_ms = 200;
+	while ((opt = getopt(argc, argv, "p:")) != -1)
+		if (opt == 'p')
+			pa.dst = optarg;
+	mirror = calloc(1, 64 << 20);
+	char name[64];
+	snprintf(name, sizeof(name), "rtrs-hostile-%d", (int)getpid());
+	struct rtrs_clt *clt = rtrs_clt_open(name, &pa, 1, &o);
+	if (!clt) {
+		fprintf(stderr, "rtrs_clt_open: %s\n", strerror(errno));
+		return 1;
+	}
+	struct rtrs_attrs a;
+	rtrs_clt_query(clt, &a);
+	unsigned int mb = rtrs_mem_bits(a.queue_depth);
+	uint32_t chunk = a.chunk_size, bad_id = a.queue_depth;
+	if (bad_id >= (1u << (28 - mb))) {
+		fprintf(stderr, "queue depth %u leaves no out-of-range chunk id\n", a.queue_depth);
+		return 2;
+	}
+	struct {
+		const char *name;
+		uint32_t id, off;
+		unsigned char msg[64];
+		size_t len;
+	} cases[6];
+	int nc = 0;
+	struct rtrs_msg_rdma_write w = { RTRS_MSG_WRITE, 0 };
+	struct rtrs_msg_rdma_read rd = { RTRS_MSG_READ, 0, 0, 1 };
+	struct rtrs_sg_desc d = { 4096, 1, 0 };
+	/* 1. chunk id >= queue depth */
+	cases[nc] = (typeof(cases[0])){ "chunk id", bad_id, 100, {0}, sizeof(w) };
+	memcpy(cases[nc++].msg, &w, sizeof(w));
+	/* 2. offset outside the chunk */
+	cases[nc] = (typeof(cases[0])){ "offset", 0, chunk + 64, {0}, sizeof(w) };
+	memcpy(cases[nc++].msg, &w, sizeof(w));
+	/* 3. user header longer than the offset */
+	w.usr_len = 200;
+	cases[nc] = (typeof(cases[0])){ "length", 0, 100, {0}, sizeof(w) };
+	memcpy(cases[nc++].msg, &w, sizeof(w));
+	/* 4. READ descriptor longer than a chunk */
+	d.len = chunk + 4096;
+	cases[nc] = (typeof(cases[0])){ "descriptor length", 0, 0, {0}, sizeof(rd) + sizeof(d) };
+	memcpy(cases[nc].msg, &rd, sizeof(rd));
+	memcpy(cases[nc++].msg + sizeof(rd), &d, sizeof(d));
+	/* 5. READ descriptor count 0 */
+	rd.sg_cnt = 0;
+	cases[nc] = (typeof(cases[0])){ "descriptor count", 0, 0, {0}, sizeof(rd) };
+	memcpy(cases[nc++].msg, &rd, sizeof(rd));
+	char *buf = malloc(65536), *back = malloc(65536);
+	int bad = 0;
+	for (int i = 0; i < nc; i++) {
+		uint64_t before = reconnects(clt);
+		/* the message lands at chunk (id mod qd) offset off (mod the chunk): the server
+		 * reads what the immediate says */
+		uint32_t imm = rtrs_to_imm(RTRS_IO_REQ_IMM, cases[i].id << mb | cases[i].off);
+		int r = rtrs_clt_test_raw(clt, imm, cases[i].msg, cases[i].len, cases[i].id,
+					  cases[i].off);
+		if (r) {
+			printf("case %s: post failed: %s\n", cases[i].name, strerror(r));
+			bad++;
+			continue;
+		}
+		int waited = 0;
+		while (reconnects(clt) == before && waited < 10000) {
+			usleep(20000);
+			waited += 20;
+		}
+		int closed = reconnects(clt) > before;
+		for (int k = 0; k < 65536; k++)
+			buf[k] = (char)(rand());
+		memset(back, 0, 65536);
+		int e1 = sync_io(clt, RTRS_WRITE, (uint64_t)i << 20, buf, 65536);
+		int e2 = sync_io(clt, RTRS_READ, (uint64_t)i << 20, back, 65536);
+		int same = !memcmp(buf, back, 65536);
+		printf("case %s: path closed and reconnected=%d, checked IO after: %s\n", cases[i].name,
+		       closed, !e1 && !e2 && same && !fails ? "ok" : "FAILED");
+		if (!closed || e1 || e2 || !same || fails)
+			bad++;
+	}
+	printf("hostile cases=%d bad=%d\n", nc, bad);
+	rtrs_clt_close(clt);
+	return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 2 && !strcmp(argv[1], "server"))
 		return server(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "hostile"))
+		return hostile(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "client"))
 		return client(argc - 1, argv + 1);
 	fprintf(stderr, "usage: rtrs-test server|client ...\n");
