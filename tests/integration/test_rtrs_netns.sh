@@ -11,6 +11,9 @@
 #      client neither hangs nor dies, and requests succeed again once the pairs are back.
 #   4. silent server (SIGSTOP 3 s): the client's heartbeats declare both paths dead, then they
 #      reconnect to the resumed server (its stale paths replaced) and no request fails.
+#   5. min-latency: 20 ms of netem delay on pair 2 (tc in namespace B): the policy puts most
+#      requests on path 1 (more than twice path 2's; both start equal until the first
+#      heartbeat round trips are measured).
 #   RTRS_TEST_IOS=N   fewer IOs in case 1 by hand (the committed test does 10,000)
 
 . "$(dirname "$0")/lib.sh"
@@ -118,4 +121,19 @@ sr_expect_eq "stop: client exit" 0 "$rc"
 sr_expect_grep "stop: no request failed, every byte right" "failed=0 mismatches=0" "$out"
 sr_expect_grep "stop: heartbeats declared a path dead" "failed \(Connection timed out\)" "$out"
 sr_expect_ge "stop: path 1 reconnected" 1 "$(field_of "$SR_NET.1" "$out" reconnects)"
+
+# 5. min-latency prefers the faster path
+if command -v tc >/dev/null 2>&1 &&
+	ip netns exec "$SR_NSB" tc qdisc add dev "$SR_VB2" root netem delay 20ms 2>"$SR_TMP/tc.err"; then
+	out=$SR_TMP/ml.out
+	client "$out" -n 2000 -T 4 -P ml -s $RANDOM; rc=$?
+	sr_expect_eq "ml: client exit" 0 "$rc"
+	sr_expect_grep "ml: no request failed, every byte right" "failed=0 mismatches=0" "$out"
+	r1=$(reqs_of "$SR_NET.1" "$out") r2=$(reqs_of "$SR_NET2.1" "$out")
+	echo "ml: path 1 (fast) carried ${r1:-?}, path 2 (+20 ms) ${r2:-?};" \
+		"rtt $(field_of "$SR_NET.1" "$out" hb_rtt_us) us / $(field_of "$SR_NET2.1" "$out" hb_rtt_us) us"
+	sr_expect_ge "ml: the fast path carried more than twice the slow one" $(( ${r2:-0} * 2 + 1 )) "${r1:-0}"
+else
+	echo "note: no netem here ($(cat "$SR_TMP/tc.err" 2>/dev/null)); min-latency case skipped"
+fi
 sr_finish
