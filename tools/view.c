@@ -17,6 +17,7 @@
  * events do not propagate out of it (MS_PRIVATE), and the namespace dies with its last process.
  */
 #include "cli.h"
+#include "core/param.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -399,7 +400,43 @@ out:
 	return rc;
 }
 
+/*
+ * The devices the view opens live in this process only until it executes the program: they
+ * must leave no trace of their own. A capture (pcap) or a counter dump (stats_dump) that the
+ * user asked for is the program's, so both are hidden from the library while the view reads
+ * the devices and put back before the program starts (the library reads its parameters
+ * afresh in the executed program). Without this, `-o pcap=%p.pcap` got an empty capture per
+ * `run` besides the program's own, which `softrdma pcap` rightly refused (the demo failed).
+ */
+static const char *const view_hidden[] = { "pcap", "stats_dump" };
+
+static int view_devices(void);
+
 int view_enter(void)
+{
+	char env[sizeof(view_hidden) / sizeof(view_hidden[0])][80];
+	char *saved[sizeof(view_hidden) / sizeof(view_hidden[0])];
+	size_t k, nh = sizeof(view_hidden) / sizeof(view_hidden[0]);
+	int rc;
+
+	for (k = 0; k < nh; k++) {
+		const char *v;
+
+		sr_param_env_name(sr_param_find(view_hidden[k]), env[k], sizeof(env[k]));
+		v = getenv(env[k]);
+		saved[k] = v ? strdup(v) : NULL;
+		unsetenv(env[k]);
+	}
+	rc = view_devices();
+	for (k = 0; k < nh; k++) {
+		if (saved[k])
+			setenv(env[k], saved[k], 1);
+		free(saved[k]);
+	}
+	return rc;
+}
+
+static int view_devices(void)
 {
 	struct ibv_device **list;
 	int n, rc = -1;
