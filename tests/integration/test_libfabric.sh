@@ -35,7 +35,7 @@ ran=0
 # failure and nothing else (every size done, integrity checked, no other error).
 known_flush() {
 	local out=$SR_TMP/$1.$2.out
-	[ "$3" != 0 ] && grep -q "^1m +$ITERS +=$ITERS " "$out" 2>/dev/null || return 1
+	[ "$3" != 0 ] && grep -Eq "^1m +$ITERS +=$ITERS " "$out" 2>/dev/null || return 1
 	grep -q 'cq_readerr: Work Request Flushed Error' "$out" || return 1
 	[ "$(grep -c '\[error\]' "$out")" = 1 ] || return 1
 	echo "KNOWN: $1 $2: exit $3 after all messages: a receive flushed by the peer's disconnect" \
