@@ -6,8 +6,9 @@
 # use it: qemu-img convert + compare, nbdcopy both ways (128 MiB by default: RNBD_TEST_MB),
 # fio with crc32c verification, the access rules between clients of one server (second RW
 # refused, migration allowed, RO refuses writes and changes nothing), a FUA write present in the
-# server's file after SIGKILL of rnbd-server right after the answer. (Two namespaces with two
-# paths and a path cut: not yet.)
+# server's file after SIGKILL of rnbd-server right after the answer. Then (as root) between two
+# network namespaces joined by two veth pairs, a session of two paths: nbdcopy both ways, and
+# fio with crc32c verification while one path is cut and restored: zero errors.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd nbdkit nbdcopy nbdinfo qemu-img qemu-io fio cmp
@@ -117,5 +118,59 @@ python3 -c 'import sys; d=open(sys.argv[1],"rb"); d.seek(9437184); sys.exit(0 if
 	"$EXP/disk.img" && sr_ok "FUA write present after SIGKILL of rnbd-server" || sr_fail "FUA write lost"
 stop_pid "$LO_PID"
 wait "$SRV_PID" 2>/dev/null
+
+# ---- two namespaces, two paths
+sr_netns_usable || { echo "note: no network namespaces here: the two-path half is not run"; sr_finish; }
+two_pairs() {
+	sr_netns_pair rn || return 1
+	SR_VA2=rn2a$$ SR_VB2=rn2b$$
+	SR_NET2=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
+	ip link add "$SR_VA2" type veth peer name "$SR_VB2" &&
+		ip link set "$SR_VA2" netns "$SR_NSA" && ip link set "$SR_VB2" netns "$SR_NSB" &&
+		ip -n "$SR_NSA" addr add "$SR_NET2.1/24" dev "$SR_VA2" &&
+		ip -n "$SR_NSB" addr add "$SR_NET2.2/24" dev "$SR_VB2" &&
+		ip -n "$SR_NSA" link set "$SR_VA2" up && ip -n "$SR_NSB" link set "$SR_VB2" up ||
+		{ ip link del "$SR_VA2" 2>/dev/null; return 1; }
+	for i in $(seq 100); do
+		ip -n "$SR_NSB" link show "$SR_VB2" | grep -q LOWER_UP && break
+		sleep 0.05
+	done
+}
+two_pairs || { sr_fail "two veth pairs"; sr_finish; }
+PORT=$(sr_free_port "$SR_NSA")
+: >"$SR_TMP/srv.log"
+timeout 600 ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$SR_VA,$SR_VA2" "$SR" run -- \
+	"$SERVER" --search-path "$EXP" --listen "$SR_NET.1" --listen "$SR_NET2.1" --port "$PORT" \
+	--hb-interval-ms 200 --stats "$SR_TMP/srv2.stats" >"$SR_TMP/srv.log" 2>&1 &
+SRV_PID=$!
+SR_BG+=($!)
+for ((i = 0; i < 100; i++)); do grep -q exporting "$SR_TMP/srv.log" && break; sleep 0.1; done
+start_client ns "$SR_NSB" "$SR_VB,$SR_VB2" device=disk.img session=ns1 stats="$SR_TMP/ns.stats" \
+	path="$SR_NET.2@$SR_NET.1:$PORT" path="$SR_NET2.2@$SR_NET2.1:$PORT" \
+	hb_interval_ms=200 hb_missed=5 reconnect_delay_ms=500 rtrs_stats_dir="$SR_TMP/rtrs" ||
+	{ sr_fail "netns: client did not come up"; sr_tail "$SR_TMP/ns.log" >&2; sr_tail "$SR_TMP/srv.log" >&2; sr_finish; }
+NS_PID=$CLI_PID
+mkdir -p "$SR_TMP/rtrs"
+head -c ${MB}M /dev/urandom >"$SR_TMP/src"
+timeout 300 nbdcopy "$SR_TMP/src" "$URI" && sr_ok "netns: nbdcopy $MB MiB in over two paths" || sr_fail "netns: nbdcopy in"
+timeout 300 nbdcopy "$URI" "$SR_TMP/back" && sr_ok "netns: nbdcopy $MB MiB out" || sr_fail "netns: nbdcopy out"
+cmp -n $((MB << 20)) "$SR_TMP/src" "$SR_TMP/back" && sr_ok "netns: read back = written" || sr_fail "netns: read back differs"
+cmp -n $((MB << 20)) "$SR_TMP/src" "$EXP/disk.img" && sr_ok "netns: server's file = written" || sr_fail "netns: file differs"
+# fio while path 2 is cut and restored
+run_fio netns-cut 14 &
+FIO_PID=$!
+sleep 4
+ip -n "$SR_NSB" link set "$SR_VB2" down
+sleep 4
+ip -n "$SR_NSB" link set "$SR_VB2" up
+wait "$FIO_PID"
+sleep 1.2
+sr_expect_grep "netns: no IO error in the client's counters" "^errors 0$" "$SR_TMP/ns.stats"
+cat "$SR_TMP"/rtrs/rtrs-*-clt-* >"$SR_TMP/rtrs-paths.txt" 2>/dev/null
+sed 's/^/  /' "$SR_TMP/rtrs-paths.txt"
+fo=$(grep -o 'failovers=[0-9]*' "$SR_TMP/rtrs-paths.txt" | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
+sr_expect_ge "netns: RTRS moved requests off the cut path (fail-overs)" 1 "$fo"
+sr_expect_grep "netns: the cut path reconnected" "reconnects=[1-9]" "$SR_TMP/rtrs-paths.txt"
+stop_pid "$NS_PID"
 
 sr_finish

@@ -38,7 +38,7 @@ static const char *device;
 static const char *local_dir;
 static unsigned access_mode = RNBD_ACCESS_RW;
 static const char *stats_file;
-static const char *rtrs_stats_dir;	/* RTRS's per-path counters */
+static struct rnbd_rtrs_opts rtrs_opts;	/* stats_dir, heartbeats, reconnect delay */
 static pthread_t stats_thread;
 static bool stats_running;
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,7 +59,13 @@ static int rnbd_config(const char *key, const char *value)
 	} else if (!strcmp(key, "device")) {
 		device = value;
 	} else if (!strcmp(key, "rtrs_stats_dir")) {
-		rtrs_stats_dir = value;
+		rtrs_opts.stats_dir = value;
+	} else if (!strcmp(key, "hb_interval_ms")) {
+		rtrs_opts.hb_interval_ms = atoi(value);
+	} else if (!strcmp(key, "hb_missed")) {
+		rtrs_opts.hb_missed_max = atoi(value);
+	} else if (!strcmp(key, "reconnect_delay_ms")) {
+		rtrs_opts.reconnect_delay_ms = atoi(value);
 	} else if (!strcmp(key, "stats")) {
 		stats_file = value;
 	} else if (!strcmp(key, "local")) {
@@ -113,7 +119,8 @@ static int rnbd_config_complete(void)
 	"access=ro|rw|migration   access mode (default rw)\n" \
 	"local=DIR                run the RNBD server in this process, exporting DIR\n" \
 	"stats=FILE               the counters, rewritten every second while nbdkit runs\n" \
-	"rtrs_stats_dir=DIR       where RTRS writes its per-path counters"
+	"rtrs_stats_dir=DIR       where RTRS writes its per-path counters\n" \
+	"hb_interval_ms=N hb_missed=N reconnect_delay_ms=N   RTRS heartbeats and reconnects"
 
 /* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
 static void stats_write(void)
@@ -156,7 +163,7 @@ static int rnbd_after_fork(void)
 
 #ifdef RNBD_HAVE_RTRS
 	if (!local_dir)
-		rc = rnbd_rtrs_new(sessname, paths, npaths, rtrs_stats_dir, &ops, &ctx);
+		rc = rnbd_rtrs_new(sessname, paths, npaths, &rtrs_opts, &ops, &ctx);
 	else
 #endif
 		rc = rnbd_local_new(local_dir, sessname, &ops, &ctx);

@@ -86,8 +86,12 @@ int rnbd_local_new(const char *search_path, const char *sessname, const struct r
 		   void **ctx);
 /* The RTRS transport (rnbd-rtrs.c, built with ulp/rtrs): one session of n paths, each
  * "DST" or "SRC@DST" with DST "HOST[:PORT]" (port 1234 by default, the kernel's). */
+struct rnbd_rtrs_opts {
+	const char *stats_dir;		/* RTRS's per-path counters; NULL: none */
+	unsigned hb_interval_ms, hb_missed_max, reconnect_delay_ms;	/* 0: RTRS's defaults */
+};
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
-		  const char *stats_dir, const struct rnbd_xport_ops **ops, void **ctx);
+		  const struct rnbd_rtrs_opts *ro, const struct rnbd_xport_ops **ops, void **ctx);
 
 /* The same on a store the caller owns (several clients of one server: access rules). */
 struct rnbd_store;

@@ -51,7 +51,7 @@ static const struct rnbd_xport_ops rx_ops = {
 };
 
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
-		  const char *stats_dir, const struct rnbd_xport_ops **ops, void **ctx)
+		  const struct rnbd_rtrs_opts *ro, const struct rnbd_xport_ops **ops, void **ctx)
 {
 	struct rtrs_path_addr pa[16];
 	struct rtrs_clt_opts o;
@@ -75,7 +75,13 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		goto free_src;
 	}
 	rtrs_clt_opts_init(&o);
-	o.stats_dir = stats_dir;
+	o.stats_dir = ro->stats_dir;
+	if (ro->hb_interval_ms)
+		o.hb_interval_ms = ro->hb_interval_ms;
+	if (ro->hb_missed_max)
+		o.hb_missed_max = ro->hb_missed_max;
+	if (ro->reconnect_delay_ms)
+		o.reconnect_delay_ms = ro->reconnect_delay_ms;
 	x->clt = rtrs_clt_open(sessname, pa, n, &o);
 	if (!x->clt) {
 		rc = -errno;

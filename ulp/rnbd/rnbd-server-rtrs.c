@@ -84,16 +84,22 @@ static const struct rtrs_srv_ops ops = { .rdma_ev = rdma_ev, .link_ev = link_ev 
 int rnbd_server_start(struct rnbd_server *srv)
 {
 	struct rtrs_srv_opts o;
-	char addr[300];
-	const char *addrs[1] = { addr };
+	char addr[8][300];
+	const char *addrs[8];
+	unsigned n = srv->nlisten ? srv->nlisten : 1;
 
 	rtrs_srv_opts_init(&o);
 	o.priv = srv;
-	if (srv->listen_addr)
-		snprintf(addr, sizeof(addr), "%s:%d", srv->listen_addr, srv->port);
-	else
-		snprintf(addr, sizeof(addr), ":%d", srv->port);
-	srv->xport = rtrs_srv_open(&ops, addrs, 1, &o);
+	if (srv->hb_interval_ms)
+		o.hb_interval_ms = srv->hb_interval_ms;
+	for (unsigned i = 0; i < n; i++) {
+		if (srv->nlisten)
+			snprintf(addr[i], sizeof(addr[i]), "%s:%d", srv->listen_addr[i], srv->port);
+		else
+			snprintf(addr[i], sizeof(addr[i]), ":%d", srv->port);
+		addrs[i] = addr[i];
+	}
+	srv->xport = rtrs_srv_open(&ops, addrs, n, &o);
 	return srv->xport ? 0 : -errno;
 }
 

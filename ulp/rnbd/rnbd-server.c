@@ -95,7 +95,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: rnbd-server --search-path DIR [--listen ADDR] [--port PORT]\n"
 		   "                   [--max-io BYTES] [--queue-depth N] [--stats FILE] [--no-direct]\n"
 		   "  --search-path DIR  export what is under DIR; %%SESSNAME%% in it: per session\n"
-		   "  --listen ADDR      address to listen on (default: all)\n"
+		   "  --listen ADDR      address to listen on (repeat: one per path; default: all)\n"
+		   "  --hb-interval-ms N RTRS heartbeat interval\n"
 		   "  --port PORT        RTRS port (default %d, the kernel's)\n"
 		   "  --max-io BYTES     largest IO (default: the transport's)\n"
 		   "  --stats FILE       counters, rewritten every second\n", RNBD_RTRS_PORT);
@@ -107,16 +108,23 @@ int main(int argc, char **argv)
 		{ "search-path", required_argument, 0, 's' }, { "listen", required_argument, 0, 'l' },
 		{ "port", required_argument, 0, 'p' }, { "max-io", required_argument, 0, 'm' },
 		{ "queue-depth", required_argument, 0, 'q' }, { "stats", required_argument, 0, 'S' },
-		{ "no-direct", no_argument, 0, 'D' }, { "help", no_argument, 0, 'h' }, { 0 } };
+		{ "no-direct", no_argument, 0, 'D' }, { "hb-interval-ms", required_argument, 0, 'H' }, { "help", no_argument, 0, 'h' }, { 0 } };
 	struct rnbd_store_opts so = { 0 };
 	int c, rc;
 
 	S.port = RNBD_RTRS_PORT;
 	pthread_mutex_init(&S.lock, NULL);
-	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:Dh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': so.search_path = optarg; break;
-		case 'l': S.listen_addr = optarg; break;
+		case 'l':
+			if (S.nlisten == 8) {
+				fprintf(stderr, "rnbd-server: at most 8 --listen\n");
+				return 2;
+			}
+			S.listen_addr[S.nlisten++] = optarg;
+			break;
+		case 'H': S.hb_interval_ms = atoi(optarg); break;
 		case 'p': S.port = atoi(optarg); break;
 		case 'm': S.max_io = strtoul(optarg, NULL, 0); break;
 		case 'q': so.queue_depth = atoi(optarg); break;

@@ -11,7 +11,9 @@
 
 struct rnbd_server {
 	struct rnbd_store *st;
-	const char *listen_addr;
+	const char *listen_addr[8];
+	unsigned nlisten;
+	unsigned hb_interval_ms;
 	int port;
 	uint32_t max_io;
 	const char *stats_file;
