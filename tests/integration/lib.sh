@@ -13,6 +13,7 @@
 #   sr_stat2 NAME COUNTER     a counter summed over both sides of a pair (live if killed)
 #   sr_show_stats NAME        both sides' counters, one line each
 #   sr_free_port              a port no TCP or UDP socket uses
+#   sr_netns_pair TAG, sr_netns_two_pairs TAG   two namespaces joined by one / two veth pairs
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
 #   sr_skip MSG, need_root, need_cmd   exit 77 (CTest SKIP_RETURN_CODE) with a message
 #   sr_at_exit CMD            run CMD (a string) when the test exits, however it exits
@@ -198,6 +199,26 @@ sr_netns_pair() {
 	for ((i = 0; i < 100; i++)); do
 		ip -n "$SR_NSA" link show "$SR_VA" | grep -q LOWER_UP &&
 			ip -n "$SR_NSB" link show "$SR_VB" | grep -q LOWER_UP && break
+		sleep 0.05
+	done
+}
+
+# sr_netns_two_pairs TAG: sr_netns_pair TAG plus a second veth pair between the same two
+# namespaces, on its own random /24 (SR_NET2: A is SR_NET2.1, B is SR_NET2.2), its ends SR_VA2
+# in A and SR_VB2 in B, both up: two paths between two hosts. Non-zero when it could not be built.
+sr_netns_two_pairs() {
+	local tag=$1 i
+	sr_netns_pair "$tag" || return 1
+	SR_VA2=${tag}2a$$ SR_VB2=${tag}2b$$
+	SR_NET2=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
+	ip link add "$SR_VA2" type veth peer name "$SR_VB2" &&
+		ip link set "$SR_VA2" netns "$SR_NSA" && ip link set "$SR_VB2" netns "$SR_NSB" &&
+		ip -n "$SR_NSA" addr add "$SR_NET2.1/24" dev "$SR_VA2" &&
+		ip -n "$SR_NSB" addr add "$SR_NET2.2/24" dev "$SR_VB2" &&
+		ip -n "$SR_NSA" link set "$SR_VA2" up && ip -n "$SR_NSB" link set "$SR_VB2" up ||
+		{ ip link del "$SR_VA2" 2>/dev/null; return 1; }
+	for ((i = 0; i < 100; i++)); do
+		ip -n "$SR_NSB" link show "$SR_VB2" | grep -q LOWER_UP && break
 		sleep 0.05
 	done
 }

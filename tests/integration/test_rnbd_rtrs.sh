@@ -121,22 +121,7 @@ wait "$SRV_PID" 2>/dev/null
 
 # ---- two namespaces, two paths
 sr_netns_usable || { echo "note: no network namespaces here: the two-path half is not run"; sr_finish; }
-two_pairs() {
-	sr_netns_pair rn || return 1
-	SR_VA2=rn2a$$ SR_VB2=rn2b$$
-	SR_NET2=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
-	ip link add "$SR_VA2" type veth peer name "$SR_VB2" &&
-		ip link set "$SR_VA2" netns "$SR_NSA" && ip link set "$SR_VB2" netns "$SR_NSB" &&
-		ip -n "$SR_NSA" addr add "$SR_NET2.1/24" dev "$SR_VA2" &&
-		ip -n "$SR_NSB" addr add "$SR_NET2.2/24" dev "$SR_VB2" &&
-		ip -n "$SR_NSA" link set "$SR_VA2" up && ip -n "$SR_NSB" link set "$SR_VB2" up ||
-		{ ip link del "$SR_VA2" 2>/dev/null; return 1; }
-	for i in $(seq 100); do
-		ip -n "$SR_NSB" link show "$SR_VB2" | grep -q LOWER_UP && break
-		sleep 0.05
-	done
-}
-two_pairs || { sr_fail "two veth pairs"; sr_finish; }
+sr_netns_two_pairs rn || { sr_fail "two veth pairs"; sr_finish; }
 PORT=$(sr_free_port "$SR_NSA")
 : >"$SR_TMP/srv.log"
 timeout 600 ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$SR_VA,$SR_VA2" "$SR" run -- \

@@ -24,24 +24,7 @@ RT=$SR_BUILD_DIR/bin/rtrs-test
 [ -x "$RT" ] || { echo "FAIL: no $RT (build first)" >&2; exit 1; }
 IOS=${RTRS_TEST_IOS:-10000}
 
-# rtrs_two_pairs: sr_netns_pair plus a second veth pair between the same namespaces, on its
-# own /24 (SR_NET2; its ends SR_VA2 in A and SR_VB2 in B).
-rtrs_two_pairs() {
-	sr_netns_pair rt || return 1
-	SR_VA2=rt2a$$ SR_VB2=rt2b$$
-	SR_NET2=10.$((200 + RANDOM % 50)).$((RANDOM % 256))
-	ip link add "$SR_VA2" type veth peer name "$SR_VB2" &&
-		ip link set "$SR_VA2" netns "$SR_NSA" && ip link set "$SR_VB2" netns "$SR_NSB" &&
-		ip -n "$SR_NSA" addr add "$SR_NET2.1/24" dev "$SR_VA2" &&
-		ip -n "$SR_NSB" addr add "$SR_NET2.2/24" dev "$SR_VB2" &&
-		ip -n "$SR_NSA" link set "$SR_VA2" up && ip -n "$SR_NSB" link set "$SR_VB2" up ||
-		{ ip link del "$SR_VA2" 2>/dev/null; return 1; }
-	for i in $(seq 100); do
-		ip -n "$SR_NSB" link show "$SR_VB2" | grep -q LOWER_UP && break
-		sleep 0.05
-	done
-}
-rtrs_two_pairs || { sr_fail "two veth pairs"; sr_finish; }
+sr_netns_two_pairs rt || { sr_fail "two veth pairs"; sr_finish; }
 
 P=$(sr_free_port "$SR_NSA")
 start_server() {
