@@ -334,7 +334,9 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 
 	pthread_mutex_lock(&cm.lock);
 	was_listening = id->state == CM_LISTEN;
-	switch (id->state) {
+	if (id->ibcm)
+		cm_ibcm_destroy(id);	/* DREQ or REJ as a MAD; the peer's QP1 address freed */
+	else switch (id->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
 	case CM_REP_RCVD:
@@ -552,6 +554,8 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *cid, int backlog)
 	}
 	if (!err && id->state != CM_BOUND)
 		err = -EINVAL;
+	if (!err && cm_ibcm_on())
+		err = cm_ibcm_open();	/* REQs come as MADs to QP1 too */
 	if (!err) {
 		if (!id->lsock)	/* else rdma_bind_addr bound it (port 0) */
 			id->lsock = cm_listen_sock(a, id->reuseaddr, &err);
@@ -611,6 +615,13 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 		ret = accept_ud(id, p);
 		pthread_mutex_unlock(&cm.lock);
 		return ret ? fail(ret) : 0;
+	}
+	if (id->ibcm) {
+		ret = cm_ibcm_accept(id, p);	/* a REP on QP1 */
+		pthread_mutex_unlock(&cm.lock);
+		if (ret)
+			return fail(ret);
+		return id->chan->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 	}
 	/* What the passive side grants: no more than the requester asked for. */
 	if (p) {
@@ -682,6 +693,17 @@ static int reject(struct rdma_cm_id *cid, const void *pdata, uint8_t len, uint16
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
+	if (id->ibcm) {
+		ret = cm_ibcm_reject(id, pdata, len, reason);	/* a REJ on QP1 */
+		if (!ret) {
+			cm_count("cm_rejects_sent");
+			if (id->listener)
+				id->listener->pending--;
+			id->state = CM_DISCONNECTED;
+		}
+		pthread_mutex_unlock(&cm.lock);
+		return ret ? fail(ret) : 0;
+	}
 	if (cid->ps == RDMA_PS_UDP) {
 		m.type = CM_MSG_SIDR_REP;
 		m.status = CM_SIDR_REJECT;
@@ -733,6 +755,13 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	    cm_qpt(id) == IBV_QPT_XRC_RECV) {
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
+	}
+	if (cm_ibcm_for(id)) {
+		ret = cm_ibcm_connect(id, p);	/* a REQ to the peer's QP1 */
+		pthread_mutex_unlock(&cm.lock);
+		if (ret)
+			return fail(ret);
+		return id->chan->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 	}
 	id->my_psn = rand32() & 0xffffff;
 	id->my_psn_set = true;
@@ -793,6 +822,11 @@ CM_EXPORT int rdma_establish(struct rdma_cm_id *cid)
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
+	if (id->ibcm) {
+		ret = cm_ibcm_establish(id);	/* the RTU */
+		pthread_mutex_unlock(&cm.lock);
+		return ret ? fail(ret) : 0;
+	}
 	m.src_id = id->local_id;
 	m.dst_id = id->remote_id;
 	m.ps = cid->ps;
@@ -811,6 +845,11 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *cid)
 	int ret = 0;
 
 	pthread_mutex_lock(&cm.lock);
+	if (id->ibcm) {
+		ret = cm_ibcm_disconnect(id);	/* DREQ (or nothing: the peer's came first) */
+		pthread_mutex_unlock(&cm.lock);
+		return ret ? fail(ret) : 0;
+	}
 	switch (id->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:

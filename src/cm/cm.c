@@ -163,6 +163,12 @@ void cm_sock_put(struct cm_sock *s)
 	free(s);
 }
 
+void cm_sock_get(struct cm_sock *s)
+{
+	if (s)
+		s->refs++;
+}
+
 void cm_sock_unlisten(struct cm_sock *s)
 {
 	if (s)
@@ -340,7 +346,7 @@ static void reject_unknown(struct cm_sock *s, const struct sockaddr *from, const
 static struct cm_id *find_by_local(uint32_t local_id)
 {
 	for (struct cm_id *i = cm.ids; i; i = i->next)
-		if (i->local_id == local_id && i->state != CM_DESTROYING)
+		if (i->local_id == local_id && i->state != CM_DESTROYING && !i->ibcm)
 			return i;
 	return NULL;
 }
@@ -387,6 +393,20 @@ static bool in_timewait(const struct sockaddr *from, uint32_t remote_id)
 		if (t->until_ms > now && t->remote_id == remote_id &&
 		    sa_eq((const struct sockaddr *)&t->peer, from))
 			return true;
+	}
+	return false;
+}
+
+bool cm_port_held(uint16_t port_be, uint16_t ps)
+{
+	for (struct cm_sock *s = cm.socks; s; s = s->next) {
+		if (!s->listener || cm_sock_port(s) != port_be)
+			continue;
+		if (s->unlisten_ms && cm_now_ms() - s->unlisten_ms < CM_RELISTEN_MS)
+			return true;
+		for (struct cm_id *i = cm.ids; i; i = i->next)
+			if (i->state == CM_BOUND && i->lsock == s && i->id.ps == ps)
+				return true;
 	}
 	return false;
 }
@@ -681,7 +701,7 @@ int cm_rx_datagram(struct rdma_cm_id *via, const struct sockaddr *from, const ui
 static void on_unreachable(const struct sockaddr *dst)
 {
 	for (struct cm_id *id = cm.ids; id; id = id->next) {
-		if (!sa_eq((struct sockaddr *)&id->peer_cm, dst))
+		if (id->ibcm || !sa_eq((struct sockaddr *)&id->peer_cm, dst))
 			continue;
 		switch (id->state) {
 		case CM_REQ_SENT:
@@ -791,7 +811,7 @@ static uint64_t run_timers(void)
 			if (id->next_tx < next)
 				next = id->next_tx;
 		}
-		if (id->state == CM_ESTABLISHED && id->id.ps != RDMA_PS_UDP) {
+		if (id->state == CM_ESTABLISHED && id->id.ps != RDMA_PS_UDP && !id->ibcm) {
 			if (now - id->last_heard > CM_DEAD_MS) {
 				cm_count("cm_timeouts");
 				disconnected(id);
@@ -828,6 +848,8 @@ static void *cm_thread(void *arg)
 				(void)!read(cm.evfd, &v, sizeof(v));
 				continue;
 			}
+			if (cm_ibcm_event(ev[i].data.ptr))
+				continue;	/* CM MADs on a device's QP1 */
 			/* The socket may have been closed meanwhile by another event's handling. */
 			for (struct cm_sock *s = cm.socks; s; s = s->next) {
 				if (s == ev[i].data.ptr) {
@@ -837,6 +859,10 @@ static void *cm_thread(void *arg)
 			}
 		}
 		timeout = (int)run_timers();
+		uint64_t ib_ms = cm_ibcm_timers();
+
+		if (ib_ms < (uint64_t)timeout)
+			timeout = (int)ib_ms;
 		pthread_mutex_unlock(&cm.lock);
 	}
 	return NULL;

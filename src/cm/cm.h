@@ -24,6 +24,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "cm/ibcm/ibcm.h"
 #include "cm/proto.h"
 
 #define CM_EXPORT __attribute__((visibility("default")))
@@ -39,6 +40,7 @@ struct cm_dev {
 	struct ibv_pd *pd;		/* default PD for rdma_create_qp(id, NULL, ...) */
 	struct ibv_xrcd *xrcd;		/* the device's XRC domain for XRC ids (as rdma-core: one
 					 * per device, private, opened on first use) */
+	struct ibcm_agent *agent;	/* its QP1, when the IB CM is on the wire (ibcm/drive.c) */
 };
 
 int cm_devices_init(void);
@@ -137,6 +139,12 @@ struct cm_id {
 #define CM_OWN_QP_SCQ 1
 #define CM_OWN_QP_RCQ 2
 #define CM_OWN_SRQ_CQ 4
+	/* The IB CM on the wire (SOFTRDMA_CM_WIRE=ibcm, ibcm/drive.c): the connection's IB CM
+	 * state machine and the address vector to the peer's QP1. remote_id and peer_cm stay
+	 * the private protocol's (0 / unused) on such an id. */
+	bool ibcm;
+	struct ibcm_conn ib;
+	struct ibv_ah *ib_ah;
 	struct cm_id *next;			/* every id of the process */
 };
 
@@ -193,6 +201,7 @@ bool cm_is_mcast(const struct sockaddr *a);
 int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans);
 struct cm_sock *cm_listen_sock(const struct sockaddr *a, bool reuse, int *err);
 void cm_sock_put(struct cm_sock *s);
+void cm_sock_get(struct cm_sock *s);
 /* Its listening id is being destroyed (a REQ soon after is left for the next listener). */
 void cm_sock_unlisten(struct cm_sock *s);
 struct cm_sock *cm_active_sock(int family);
@@ -201,6 +210,26 @@ struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_s
 			  enum ibv_qp_type qpt);
 uint32_t cm_new_local_id(void);
 uint32_t cm_my_psn(struct cm_id *id);	/* the starting send PSN, chosen once (api.c) */
+
+/* A REQ for this listening port is left unanswered for now (its listener was just replaced,
+ * or it is bound and not listening yet: see on_req in cm.c). cm.lock held. */
+bool cm_port_held(uint16_t port_be, uint16_t ps);
+
+/* ---- the IB CM on the wire (ibcm/drive.c) -------------------------------------------------
+ * With SOFTRDMA_CM_WIRE=ibcm, RC, UC and XRC connections are set up with CM MADs on QP1 (the
+ * kernel's rdma_cm's protocol) instead of the private UDP protocol; UD ids (SIDR) keep the
+ * private protocol. A listener takes both. Every call with cm.lock held. */
+bool cm_ibcm_on(void);				/* the parameter says ibcm */
+bool cm_ibcm_for(const struct cm_id *id);	/* on, and id is a connected (non-UD) one */
+int cm_ibcm_open(void);				/* QP1 on every device (once) */
+bool cm_ibcm_event(void *ptr);			/* CM thread: ptr a device's QP1 event? drained */
+uint64_t cm_ibcm_timers(void);			/* CM thread: retransmissions; ms to the next */
+int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p);
+int cm_ibcm_accept(struct cm_id *id, struct rdma_conn_param *p);
+int cm_ibcm_reject(struct cm_id *id, const void *pdata, uint8_t len, uint16_t reason);
+int cm_ibcm_establish(struct cm_id *id);
+int cm_ibcm_disconnect(struct cm_id *id);
+void cm_ibcm_destroy(struct cm_id *id);		/* rdma_destroy_id: tell the peer, free the AV */
 
 /* QP automation (qp.c). */
 int cm_qp_to_init(struct cm_id *id, struct ibv_qp *qp);

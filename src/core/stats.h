@@ -90,7 +90,12 @@
 	X(cm_drop_unknown, "rdma_cm: dropped: unknown connection, wrong peer or state (stale, replayed, forged)") \
 	X(cm_rejects_sent, "rdma_cm: requests rejected (no listener, rejected, bad request)") \
 	X(cm_timeouts, "rdma_cm: REQ/REP/DREQ given up after retries, or a silent peer") \
-	X(cm_req_held, "rdma_cm: REQs left unanswered (their port's listener had just gone, or its bound id does not listen yet; the requester retries)")
+	X(cm_req_held, "rdma_cm: REQs left unanswered (their port's listener had just gone, or its bound id does not listen yet; the requester retries)") \
+	X(cm_mads_sent, "rdma_cm over the IB CM (cm_wire=ibcm): CM MADs sent from QP1")         \
+	X(cm_mads_rcvd, "rdma_cm over the IB CM: CM MADs received on QP1")                  \
+	X(cm_mad_send_errors, "rdma_cm over the IB CM: CM MADs QP1 could not send")         \
+	X(cm_reqs_rcvd, "rdma_cm over the IB CM: REQs that became a CONNECT_REQUEST")       \
+	X(cm_rejects_rcvd, "rdma_cm over the IB CM: REJs received for a connection (REJECTED)")
 
 enum sr_stat {
 #define SR_STAT_ENUM(name, doc) SR_STAT_##name,

@@ -7,6 +7,11 @@
  * DISCONNECTED on both sides with both QPs in ERR; rdma_reject with private data; no listener
  * giving REJECTED (status 8) promptly; a listener replaced by another on the same port; XRC
  * (an XRC_SEND QP connected to an XRC_RECV QP, a SEND to the XRC SRQ named in the REP).
+ *
+ * Run again with SOFTRDMA_CM_WIRE=ibcm (cm/test_cm_conn.ibcm): the same through CM MADs on
+ * the device's QP1 (the loopback device talks to itself), the RC case without one private
+ * CM datagram; a DREQ leaves the receiver's QP as it is until its own rdma_disconnect, as
+ * the kernel's rdma_cm.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,8 +25,10 @@
 #include <rdma/rdma_verbs.h>
 
 #include "sr_test.h"
+#include "verbs_util.h"
 
 static struct rdma_event_channel *ch;
+static bool ibcm;	/* SOFTRDMA_CM_WIRE=ibcm: the IB CM on QP1 */
 
 static double now_s(void)
 {
@@ -119,6 +126,11 @@ static void disconnect_both(struct rdma_cm_id *c, struct rdma_cm_id *s)
 			rdma_ack_cm_event(ev);
 	}
 	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
+	if (ibcm) {
+		/* The kernel's rdma_cm: the DREQ's receiver keeps its QP until it disconnects. */
+		CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_RTS);
+		REQUIRE(rdma_disconnect(s) == 0);
+	}
 	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
 }
 
@@ -131,6 +143,7 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
 	struct ibv_mr *cmr, *smr;
+	int64_t msgs0 = vu_stat("cm_msgs_rcvd"), mads0 = vu_stat("cm_mads_rcvd");
 
 	make_qp(c, IBV_QPT_RC);
 	fill(req, sizeof(req), 1);
@@ -213,6 +226,13 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 
 	/* rdma_disconnect: DISCONNECTED on both sides, both QPs in ERR. */
 	disconnect_both(c, s);
+	if (ibcm) {
+		/* REQ, REP, RTU, DREQ, DREP: MADs on QP1, no private CM datagram */
+		CHECK_EQ(vu_stat("cm_msgs_rcvd") - msgs0, 0);
+		CHECK(vu_stat("cm_mads_rcvd") - mads0 >= 5);
+	} else {
+		CHECK_EQ(vu_stat("cm_mads_rcvd") - mads0, 0);
+	}
 	ibv_dereg_mr(cmr);
 	ibv_dereg_mr(smr);
 	rdma_destroy_qp(c);
@@ -598,6 +618,7 @@ int main(void)
 	struct rdma_cm_id *listen;
 
 	sr_test_timeout(60);
+	ibcm = getenv("SOFTRDMA_CM_WIRE") && !strcmp(getenv("SOFTRDMA_CM_WIRE"), "ibcm");
 	ch = rdma_create_event_channel();
 	REQUIRE(ch);
 	REQUIRE(rdma_create_id(ch, &listen, NULL, RDMA_PS_TCP) == 0);

@@ -156,9 +156,16 @@ int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms)
 
 			if (wc.status == IBV_WC_SUCCESS && wc.byte_len == SLOT &&
 			    sr_cm_mad_decode(&rx->mad, slot + GRH_LEN, SR_MAD_LEN) == 0) {
-				memcpy(rx->sgid.raw, slot + 8, 16);	/* GRH source GID */
+				struct ibv_ah_attr aa;
+
+				/* The sender's GID as the GRH area gives it (over IPv4 its last 20
+				 * bytes are the IPv4 header: ibv_init_ah_from_wc reads it there) */
 				rx->src_qp = wc.src_qp;
-				rx->ah = ibv_create_ah_from_wc(a->pd, &wc, (struct ibv_grh *)slot, 1);
+				rx->ah = NULL;
+				if (!ibv_init_ah_from_wc(a->ctx, 1, &wc, (struct ibv_grh *)slot, &aa)) {
+					rx->sgid = aa.grh.dgid;
+					rx->ah = ibv_create_ah(a->pd, &aa);
+				}
 				got = rx->ah ? 1 : 0;
 			}
 			if (!got)

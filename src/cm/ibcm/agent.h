@@ -2,7 +2,7 @@
 /*
  * The CM's MAD agent on one device: its QP1 (sr_priv_create_gsi_qp), receive buffers always
  * posted, CM MADs sent to a peer's QP1 and received from any. Through the public verbs API
- * only, as the rest of librdmacm. Not wired into librdmacm yet (docs/cm.md).
+ * only, as the rest of librdmacm. Used by drive.c (SOFTRDMA_CM_WIRE=ibcm, docs/cm.md).
  */
 #ifndef SR_CM_IBCM_AGENT_H
 #define SR_CM_IBCM_AGENT_H

@@ -13,7 +13,7 @@
  *   both:    ESTABLISHED -DREQ-> DREQ_SENT -DREP-> TIMEWAIT -timer-> IDLE
  *            ESTABLISHED <-DREQ- DREQ_RCVD -DREP-> TIMEWAIT
  *
- * Not wired into librdmacm yet (src/cm still speaks its private protocol, docs/cm.md).
+ * librdmacm drives it with SOFTRDMA_CM_WIRE=ibcm (drive.c, docs/cm.md).
  */
 #ifndef SR_CM_IBCM_H
 #define SR_CM_IBCM_H

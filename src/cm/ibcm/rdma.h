@@ -4,7 +4,7 @@
  * behaviour, IBA annex A11 "RDMA IP CM Service"): the REQ (and SIDR_REQ) of an rdma_cm
  * connection built from the connection's parameters and parsed back. Service ID
  * 0x0000000001 PS PORT, rdma_cm's 36-byte header (sr_cma_hdr) first in the private data, the
- * user's private data after it. Not wired into librdmacm yet (docs/cm.md).
+ * user's private data after it. Used by drive.c (SOFTRDMA_CM_WIRE=ibcm, docs/cm.md).
  */
 #ifndef SR_CM_IBCM_RDMA_H
 #define SR_CM_IBCM_RDMA_H

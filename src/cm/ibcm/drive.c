@@ -1,0 +1,785 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdma_cm's connected ids over the IB CM (SOFTRDMA_CM_WIRE=ibcm; docs/cm.md): the drive that
+ * puts the IB CM state machine (ibcm.c) between librdmacm's calls and the device's QP1
+ * (agent.c), with the rdma_cm mapping of rdma.c, as the kernel's rdma_cm runs its ib_cm.
+ *
+ *   rdma_connect    -> REQ (service ID 0x0000000001 PS PORT, rdma_cm's header, user data)
+ *   REQ received    -> a new id on the listener, RDMA_CM_EVENT_CONNECT_REQUEST
+ *   rdma_accept     -> QP to RTR/RTS, REP;  REP received -> QP to RTR/RTS, RTU, ESTABLISHED
+ *   RTU received    -> ESTABLISHED (passive)
+ *   rdma_reject     -> REJ (consumer defined, 28, with the private data) -> REJECTED
+ *   rdma_disconnect -> QP to ERR, DREQ; DREP -> DISCONNECTED. A DREQ received is answered
+ *                      with a DREP at once and gives DISCONNECTED; the QP is left as it is
+ *                      (the kernel's rdma_cm moves it to ERR only in rdma_disconnect)
+ *   no answer       -> the state machine's retransmissions, then UNREACHABLE (-ETIMEDOUT)
+ *
+ * PSNs follow the kernel's ib_cm: the starting PSN of a REQ or REP is the PSN its sender's QP
+ * expects to receive; the receiver sends from it.
+ *
+ * Every function runs with cm.lock held (the CM thread's, or an rdma_* call's).
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "cm/cm.h"
+#include "cm/ibcm/agent.h"
+#include "cm/ibcm/rdma.h"
+
+/* The CM response timeout we announce (4.096 us x 2^16, about 268 ms: softrdma answers at
+ * once) and the retries: a REQ nobody answers ends in UNREACHABLE after about 4.6 s (the
+ * kernel's 20 and 15 take over a minute). The peer's own values govern its side. */
+#define IBCM_RESP_TIMEOUT 16
+#define IBCM_MAX_RETRIES 15
+
+static int mode = -1;
+
+bool cm_ibcm_on(void)
+{
+	if (mode < 0) {
+		const char *v = getenv("SOFTRDMA_CM_WIRE");
+
+		mode = v && !strcmp(v, "ibcm");
+	}
+	return mode == 1;
+}
+
+bool cm_ibcm_for(const struct cm_id *id)
+{
+	return cm_ibcm_on() && id->id.ps != RDMA_PS_UDP && id->id.ps != RDMA_PS_IPOIB &&
+	       cm_qpt(id) != IBV_QPT_UD;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t rand32(void)
+{
+	uint32_t v;
+
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = (uint32_t)now_ns() * 2654435761u;
+	return v;
+}
+
+/* Transaction IDs: a random high half per process, the communication ID in the low one. */
+static uint64_t new_tid(uint32_t local_id)
+{
+	static uint32_t hi;
+
+	if (!hi)
+		hi = rand32() | 1;
+	return ((uint64_t)hi << 32) | local_id;
+}
+
+/* Same IP address (the port a softrdma GID may name aside). */
+static bool gid_ip_eq(const uint8_t *a, const uint8_t *b)
+{
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	bool a4 = !memcmp(a, v4, 8) && a[10] == 0xff && a[11] == 0xff;
+	bool b4 = !memcmp(b, v4, 8) && b[10] == 0xff && b[11] == 0xff;
+
+	if (a4 || b4)
+		return a4 && b4 && !memcmp(a + 12, b + 12, 4);
+	return !memcmp(a, b, 16);
+}
+
+/* ---- QP1 of each device --------------------------------------------------------------------- */
+int cm_ibcm_open(void)
+{
+	for (int i = 0; i < cm_ndevs; i++) {
+		struct cm_dev *d = &cm_devs[i];
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = d };
+		int ret;
+
+		if (d->agent)
+			continue;
+		d->agent = calloc(1, sizeof(*d->agent));
+		if (!d->agent)
+			return -ENOMEM;
+		ret = ibcm_agent_open(d->agent, d->ctx);
+		if (ret) {
+			free(d->agent);
+			d->agent = NULL;
+			return ret;
+		}
+		/* The CM thread sleeps on the receive CQ's completion channel with its sockets. */
+		fcntl(d->agent->ch->fd, F_SETFL, fcntl(d->agent->ch->fd, F_GETFL) | O_NONBLOCK);
+		if (epoll_ctl(cm.epfd, EPOLL_CTL_ADD, d->agent->ch->fd, &ev))
+			return -errno;
+	}
+	return 0;
+}
+
+static void send_mad(struct cm_dev *d, struct ibv_ah *ah, const struct sr_cm_mad *m)
+{
+	if (!d || !d->agent || !ah)
+		return;
+	if (ibcm_agent_send(d->agent, ah, m))
+		cm_count("cm_mad_send_errors");
+	else
+		cm_count("cm_mads_sent");
+}
+
+/* A REJ answering a MAD that has no connection here (the kernel's cm_issue_rej). */
+static void reject_raw(struct cm_dev *d, struct ibv_ah *ah, const struct sr_cm_mad *in,
+		       uint32_t my_id, uint32_t their_id, uint8_t msg, uint16_t reason)
+{
+	struct sr_cm_mad m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr = in->hdr;
+	m.hdr.method = SR_MAD_METHOD_SEND;
+	m.hdr.attr_id = SR_CM_ATTR_REJ;
+	m.hdr.status = 0;
+	m.rej.local_comm_id = my_id;
+	m.rej.remote_comm_id = their_id;
+	m.rej.msg_rejected = msg;
+	m.rej.reason = reason;
+	cm_count("cm_rejects_sent");
+	send_mad(d, ah, &m);
+}
+
+/* Passive connections that ended (rejected or destroyed): a late copy of their REQ is
+ * answered with a stale-connection REJ rather than becoming a new CONNECT_REQUEST. */
+static struct {
+	uint32_t remote_id;
+	uint8_t gid[16];
+	uint64_t until_ns;
+} tw[64];
+static unsigned tw_next;
+
+static void timewait_add(const struct cm_id *id)
+{
+	unsigned i = tw_next++ % (sizeof(tw) / sizeof(tw[0]));
+
+	tw[i].remote_id = id->ib.remote_id;
+	memcpy(tw[i].gid, id->peer_gid.raw, 16);
+	tw[i].until_ns = now_ns() + 10000000000ull;
+}
+
+static bool in_timewait(uint32_t remote_id, const uint8_t *gid)
+{
+	uint64_t now = now_ns();
+
+	for (size_t i = 0; i < sizeof(tw) / sizeof(tw[0]); i++)
+		if (tw[i].until_ns > now && tw[i].remote_id == remote_id &&
+		    gid_ip_eq(tw[i].gid, gid))
+			return true;
+	return false;
+}
+
+/* ---- events ------------------------------------------------------------------------------------ */
+static void event(struct cm_id *id, enum rdma_cm_event_type type, int status,
+		  const struct cm_msg *m)
+{
+	cm_post_event(id, type, status, m);
+}
+
+static void msg_pdata(struct cm_msg *m, uint8_t type, const uint8_t *pdata, size_t len)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->pdata_len = (uint8_t)len;
+	memcpy(m->pdata, pdata, len);
+}
+
+static void ended(struct cm_id *id, enum rdma_cm_event_type type, int status,
+		  const struct cm_msg *m, bool qp_err)
+{
+	if (qp_err)
+		cm_qp_to_err(id);
+	id->state = CM_DISCONNECTED;
+	event(id, type, status, m);
+}
+
+/* What the state machine says to do: send, and tell the consumer. */
+static void handle(struct cm_id *id, const struct ibcm_out *out, const struct sr_cm_mad *in)
+{
+	struct cm_msg m;
+	struct ibcm_out o2;
+
+	if (out->send)
+		send_mad(id->dev, id->ib_ah, &out->mad);
+	switch (out->event) {
+	case IBCM_EV_REP: {
+		struct ibcm_rdma_conn r;
+
+		if (id->state != CM_REQ_SENT || !in)
+			break;
+		ibcm_rdma_rep_parse(&in->rep, &r);
+		id->peer_qpn = r.qpn;
+		id->my_psn = r.psn;	/* the PSN the responder expects: we send from it */
+		id->my_psn_set = true;
+		/* Our RDMA reads are bounded by its responder resources, its by our offer. */
+		if (r.responder_resources < id->initiator_depth)
+			id->initiator_depth = r.responder_resources;
+		if (r.initiator_depth < id->responder_resources)
+			id->responder_resources = r.initiator_depth;
+		id->rnr_retry_count = r.rnr_retry_count;
+		msg_pdata(&m, CM_MSG_REP, r.pdata, SR_CM_REP_PDATA);
+		m.qpn = r.qpn;
+		m.responder_resources = r.responder_resources;
+		m.initiator_depth = r.initiator_depth;
+		m.rnr_retry_count = r.rnr_retry_count;
+		m.srq = r.srq;
+		m.retry_count = id->retry_count;
+		if (!id->id.qp) {
+			/* The application moves its own QP, then calls rdma_establish (the RTU). */
+			id->state = CM_REP_RCVD;
+			event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, &m);
+			break;
+		}
+		if (cm_qp_to_rtr_rts(id, true)) {
+			if (!ibcm_send_rej(&id->ib, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0, now_ns(), &o2))
+				send_mad(id->dev, id->ib_ah, &o2.mad);
+			ended(id, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL, true);
+			break;
+		}
+		if (!ibcm_send_rtu(&id->ib, NULL, now_ns(), &o2))
+			send_mad(id->dev, id->ib_ah, &o2.mad);
+		id->state = CM_ESTABLISHED;
+		event(id, RDMA_CM_EVENT_ESTABLISHED, 0, &m);
+		break;
+	}
+	case IBCM_EV_ESTABLISHED:
+		if (id->state != CM_REP_SENT)
+			break;
+		id->state = CM_ESTABLISHED;
+		msg_pdata(&m, CM_MSG_RTU, in->rtu.pdata, SR_CM_RTU_PDATA);
+		event(id, RDMA_CM_EVENT_ESTABLISHED, 0, &m);
+		break;
+	case IBCM_EV_REJ:
+		if (id->state != CM_REQ_SENT && id->state != CM_REP_SENT && id->state != CM_REP_RCVD)
+			break;
+		cm_count("cm_rejects_rcvd");
+		msg_pdata(&m, CM_MSG_REJ, out->mad.rej.pdata, SR_CM_REJ_PDATA);
+		ended(id, RDMA_CM_EVENT_REJECTED, out->reason, &m, true);
+		break;
+	case IBCM_EV_TIMEOUT:
+		cm_count("cm_timeouts");
+		if (id->state == CM_REQ_SENT || id->state == CM_REP_SENT)
+			ended(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, true);
+		break;
+	case IBCM_EV_DREQ:
+		/* Answered at once; the QP stays as it is until the application's rdma_disconnect
+		 * (as the kernel's rdma_cm). */
+		if (!ibcm_send_drep(&id->ib, NULL, now_ns(), &o2))
+			send_mad(id->dev, id->ib_ah, &o2.mad);
+		if (id->state == CM_ESTABLISHED || id->state == CM_REP_SENT ||
+		    id->state == CM_DREQ_SENT)
+			ended(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, false);
+		break;
+	case IBCM_EV_DISCONNECTED:
+		if (id->state == CM_DREQ_SENT || id->state == CM_ESTABLISHED)
+			ended(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, false);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- received MADs ------------------------------------------------------------------------------ */
+static struct cm_id *find_listener(struct cm_dev *d, uint16_t ps, uint16_t port)
+{
+	for (struct cm_id *i = cm.ids; i; i = i->next)
+		if (i->state == CM_LISTEN && i->id.ps == ps &&
+		    rdma_get_src_port(&i->id) == htons(port) && (!i->dev || i->dev == d))
+			return i;
+	return NULL;
+}
+
+static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
+{
+	const struct sr_cm_mad *mad = &rx->mad;
+	const struct sr_cm_req *r = &mad->req;
+	struct ibcm_rdma_conn p;
+	struct ibcm_out out;
+	struct cm_id *l, *c;
+	struct cm_msg m;
+	uint64_t now = now_ns();
+
+	/* A retransmitted REQ: its connection exists; the state machine repeats our answer. */
+	for (c = cm.ids; c; c = c->next) {
+		if (c->ibcm && c->listener && c->state != CM_DESTROYING &&
+		    c->ib.remote_id == r->local_comm_id && gid_ip_eq(c->peer_gid.raw, rx->sgid.raw)) {
+			if (c->ib.state == IBCM_IDLE) {
+				cm_count("cm_drop_unknown");
+				return;
+			}
+			ibcm_recv(&c->ib, mad, now, &out);
+			if (out.send)
+				send_mad(c->dev, c->ib_ah, &out.mad);
+			return;
+		}
+	}
+	if (in_timewait(r->local_comm_id, rx->sgid.raw)) {
+		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ, SR_CM_REJ_STALE_CONN);
+		return;
+	}
+	if (ibcm_rdma_req_parse(r, &p)) {
+		cm_count("cm_drop_malformed");	/* not rdma_cm's service ID or header */
+		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ,
+			   SR_CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	/* Never connect a QP to a GID its requester does not own (cm.c's rule). */
+	if (!gid_ip_eq(r->primary.local_gid, rx->sgid.raw)) {
+		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ, SR_CM_REJ_INVALID_GID);
+		return;
+	}
+	uint16_t port = (uint16_t)r->service_id;
+
+	l = find_listener(d, p.ps, port);
+	if (!l) {
+		if (cm_port_held(htons(port), p.ps)) {
+			cm_count("cm_req_held");	/* its retransmission may find the listener */
+			return;
+		}
+		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ,
+			   SR_CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	if (l->pending >= l->backlog)
+		return;	/* full backlog: the requester retries */
+	c = cm_id_alloc(l->chan, l->id.context, l->id.ps,
+			p.qp_type == IBV_QPT_XRC_RECV ? IBV_QPT_XRC_RECV
+			: l->id.qp_type == IBV_QPT_XRC_RECV ? IBV_QPT_RC : l->id.qp_type);
+	if (!c)
+		return;
+	c->ibcm = true;
+	ibcm_init(&c->ib, c->local_id);
+	c->ib_ah = rx->ah;
+	rx->ah = NULL;	/* the connection keeps it: every answer goes there */
+	c->listener = l;
+	c->state = CM_REQ_RCVD;
+	/* The listener's socket (its port) stays reserved while its connections live (cm.c). */
+	c->sock = l->lsock;
+	c->sock_ref = l->lsock != NULL;
+	cm_sock_get(l->lsock);
+	c->dev = d;
+	c->id.verbs = d->ctx;
+	c->id.pd = cm_dev_pd(d);
+	c->id.port_num = 1;
+	if (p.src.ss_family) {
+		memcpy(&c->id.route.addr.src_addr, &p.dst, sizeof(struct sockaddr_in6));
+		memcpy(&c->id.route.addr.dst_addr, &p.src, sizeof(struct sockaddr_in6));
+		memcpy(&c->peer_cm, &p.src, sizeof(struct sockaddr_in6));
+	} else {
+		/* RDMA_PS_IB: no rdma_cm header; the addresses are the device's and the peer's */
+		memcpy(&c->id.route.addr.src_addr, &d->ip, sizeof(struct sockaddr_in6));
+		((struct sockaddr_in *)&c->id.route.addr.src_addr)->sin_port = htons(port);
+	}
+	memcpy(c->peer_gid.raw, r->primary.local_gid, 16);
+	c->peer_qpn = p.qpn;
+	c->my_psn = p.psn;		/* the PSN the requester expects: we send from it */
+	c->my_psn_set = true;
+	c->peer_psn = rand32() & 0xffffff;	/* ours to receive from, named in the REP */
+	c->path_mtu = d->mtu < p.mtu ? d->mtu : (enum ibv_mtu)p.mtu;
+	c->seg = 0;
+	c->responder_resources = p.initiator_depth;
+	c->initiator_depth = p.responder_resources;
+	c->retry_count = p.retry_count;
+	c->rnr_retry_count = p.rnr_retry_count;
+	c->flow_control = r->e2e_flow_control;
+	c->srq = p.srq;
+	ibcm_recv(&c->ib, mad, now, &out);
+	l->pending++;
+	msg_pdata(&m, CM_MSG_REQ, p.pdata, p.pdata_len);
+	m.qpn = p.qpn;
+	m.responder_resources = p.responder_resources;
+	m.initiator_depth = p.initiator_depth;
+	m.retry_count = p.retry_count;
+	m.rnr_retry_count = p.rnr_retry_count;
+	m.flow_control = r->e2e_flow_control;
+	m.srq = p.srq;
+	cm_count("cm_reqs_rcvd");
+	event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &m);
+}
+
+/* The communication ID a MAD names as the receiver's. */
+static uint32_t mad_remote_id(const struct sr_cm_mad *m)
+{
+	switch (m->hdr.attr_id) {
+	case SR_CM_ATTR_MRA: return m->mra.remote_comm_id;
+	case SR_CM_ATTR_REJ: return m->rej.remote_comm_id;
+	case SR_CM_ATTR_REP: return m->rep.remote_comm_id;
+	case SR_CM_ATTR_RTU: return m->rtu.remote_comm_id;
+	case SR_CM_ATTR_DREQ: return m->dreq.remote_comm_id;
+	case SR_CM_ATTR_DREP: return m->drep.remote_comm_id;
+	default: return 0;
+	}
+}
+
+static void on_mad(struct cm_dev *d, struct ibcm_rx *rx)
+{
+	const struct sr_cm_mad *m = &rx->mad;
+	struct ibcm_out out;
+	struct cm_id *id = NULL;
+	uint32_t rid;
+
+	cm_count("cm_mads_rcvd");
+	switch (m->hdr.attr_id) {
+	case SR_CM_ATTR_REQ:
+		on_req(d, rx);
+		return;
+	case SR_CM_ATTR_SIDR_REQ: {
+		/* UD ids keep the private protocol for now: the service is not offered here */
+		struct sr_cm_mad r;
+
+		memset(&r, 0, sizeof(r));
+		r.hdr = m->hdr;
+		r.hdr.attr_id = SR_CM_ATTR_SIDR_REP;
+		r.sidr_rep.request_id = m->sidr_req.request_id;
+		r.sidr_rep.service_id = m->sidr_req.service_id;
+		r.sidr_rep.status = SR_CM_SIDR_UNSUPPORTED;
+		send_mad(d, rx->ah, &r);
+		return;
+	}
+	default:
+		break;
+	}
+	rid = mad_remote_id(m);
+	for (struct cm_id *i = cm.ids; i; i = i->next) {
+		if (i->ibcm && i->dev == d && i->local_id == rid && i->state != CM_DESTROYING) {
+			id = i;
+			break;
+		}
+	}
+	/* Only the peer this connection talks to may move it. */
+	if (id && !gid_ip_eq(id->peer_gid.raw, rx->sgid.raw))
+		id = NULL;
+	if (!id) {
+		cm_count("cm_drop_unknown");
+		if (m->hdr.attr_id == SR_CM_ATTR_DREQ) {
+			/* A DREQ for a connection gone here: a DREP lets the peer finish (12.9.8) */
+			struct sr_cm_mad r;
+
+			memset(&r, 0, sizeof(r));
+			r.hdr = m->hdr;
+			r.hdr.attr_id = SR_CM_ATTR_DREP;
+			r.drep.local_comm_id = rid;
+			r.drep.remote_comm_id = m->dreq.local_comm_id;
+			send_mad(d, rx->ah, &r);
+		}
+		return;
+	}
+	ibcm_recv(&id->ib, m, now_ns(), &out);
+	if (out.dropped)
+		cm_count("cm_drop_unknown");
+	handle(id, &out, m);
+}
+
+bool cm_ibcm_event(void *ptr)
+{
+	struct cm_dev *d = NULL;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	struct ibcm_rx rx;
+
+	for (int i = 0; i < cm_ndevs; i++)
+		if (ptr == &cm_devs[i])
+			d = &cm_devs[i];
+	if (!d || !d->agent)
+		return false;
+	while (!ibv_get_cq_event(d->agent->ch, &cq, &cq_ctx))
+		ibv_ack_cq_events(cq, 1);
+	for (;;) {
+		int n;
+
+		while ((n = ibcm_agent_recv(d->agent, &rx, 0)) == 1) {
+			on_mad(d, &rx);
+			if (rx.ah)
+				ibv_destroy_ah(rx.ah);
+		}
+		/* Re-arm, then look once more: a MAD that came in between is not left behind. */
+		ibv_req_notify_cq(d->agent->rcq, 0);
+		n = ibcm_agent_recv(d->agent, &rx, 0);
+		if (n != 1)
+			break;
+		on_mad(d, &rx);
+		if (rx.ah)
+			ibv_destroy_ah(rx.ah);
+	}
+	return true;
+}
+
+uint64_t cm_ibcm_timers(void)
+{
+	uint64_t now = now_ns(), next = UINT64_MAX;
+
+	for (struct cm_id *id = cm.ids; id; id = id->next) {
+		struct ibcm_out out;
+
+		if (!id->ibcm || id->state == CM_DESTROYING || !id->ib.deadline)
+			continue;
+		if (now >= id->ib.deadline) {
+			ibcm_timer(&id->ib, now, &out);
+			handle(id, &out, NULL);
+		}
+		if (id->ib.deadline && id->ib.deadline < next)
+			next = id->ib.deadline;
+	}
+	if (next == UINT64_MAX)
+		return 60000;
+	return next <= now ? 0 : (next - now + 999999) / 1000000;
+}
+
+/* ---- the consumer's calls ---------------------------------------------------------------------- */
+/* The GID of the peer's QP1 for an rdma_cm destination: a local device's own when the address
+ * is one of this process's devices' (loopback included: the kernel's rdma_cm also loops a
+ * loopback destination back to the local device), else the standard RoCEv2 GID of the
+ * address (port 4791). */
+static void dst_gid(const struct cm_id *id, union ibv_gid *g)
+{
+	const struct sockaddr *dst = &id->id.route.addr.dst_addr;
+	bool loop = false;
+
+	memset(g, 0, sizeof(*g));
+	if (dst->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)dst;
+
+		g->raw[10] = g->raw[11] = 0xff;
+		memcpy(&g->raw[12], &s->sin_addr, 4);
+		loop = (ntohl(s->sin_addr.s_addr) >> 24) == 127;
+	} else {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)dst;
+
+		memcpy(g->raw, &s6->sin6_addr, 16);
+		loop = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
+		       (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127);
+	}
+	if (loop && id->dev) {
+		*g = id->dev->gid;
+		return;
+	}
+	for (int i = 0; i < cm_ndevs; i++) {
+		if (gid_ip_eq(cm_devs[i].gid.raw, g->raw)) {
+			*g = cm_devs[i].gid;	/* its own GID: the port it may name included */
+			return;
+		}
+	}
+}
+
+static uint64_t ca_guid(struct cm_dev *d)
+{
+	return be64toh(ibv_get_device_guid(d->ctx->device));
+}
+
+int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
+{
+	struct ibcm_rdma_conn c;
+	struct sr_cm_req req;
+	struct ibcm_out out;
+	int ret = cm_ibcm_open();
+
+	if (ret)
+		return ret;
+	if (!id->dev || !id->dev->agent)
+		return -ENODEV;
+	id->my_qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
+	if (p) {
+		id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;
+		id->initiator_depth = p->initiator_depth > 128 ? 128 : p->initiator_depth;
+		id->retry_count = p->retry_count > 7 ? 7 : p->retry_count;
+		id->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
+		id->flow_control = p->flow_control;
+	}
+	id->seg = 0;	/* large segments are the private protocol's; in-band offers still work */
+	dst_gid(id, &id->peer_gid);
+	id->peer_psn = rand32() & 0xffffff;	/* we receive from it; the REQ names it */
+	ibcm_rdma_defaults(&c);
+	c.ps = (uint16_t)id->id.ps;
+	memcpy(&c.src, &id->id.route.addr.src_addr, sizeof(struct sockaddr_in6));
+	memcpy(&c.dst, &id->id.route.addr.dst_addr, sizeof(struct sockaddr_in6));
+	c.sgid = id->dev->gid;
+	c.dgid = id->peer_gid;
+	c.qp_type = cm_qpt(id);
+	c.qpn = id->my_qpn;
+	c.psn = id->peer_psn;
+	c.responder_resources = id->responder_resources;
+	c.initiator_depth = id->initiator_depth;
+	c.retry_count = id->retry_count;
+	c.rnr_retry_count = id->rnr_retry_count;
+	c.mtu = (uint8_t)id->path_mtu;
+	c.srq = id->id.srq != NULL || (p && p->srq);
+	c.ca_guid = ca_guid(id->dev);
+	c.remote_cm_response_timeout = IBCM_RESP_TIMEOUT;
+	c.local_cm_response_timeout = IBCM_RESP_TIMEOUT;
+	c.max_cm_retries = IBCM_MAX_RETRIES;
+	c.traffic_class = id->tos;
+	if (id->ack_timeout)
+		c.local_ack_timeout = id->ack_timeout;
+	c.pdata = p ? p->private_data : NULL;
+	c.pdata_len = p ? p->private_data_len : 0;
+	ret = ibcm_rdma_req_build(&req, &c);
+	if (ret)
+		return ret;
+	req.e2e_flow_control = id->flow_control;
+	if (id->ib_ah)
+		ibv_destroy_ah(id->ib_ah);
+	id->ib_ah = ibcm_agent_ah(id->dev->agent, &id->peer_gid);
+	if (!id->ib_ah)
+		return errno ? -errno : -ENOMEM;
+	id->ibcm = true;
+	ibcm_init(&id->ib, id->local_id);
+	ret = ibcm_send_req(&id->ib, &req, new_tid(id->local_id), now_ns(), &out);
+	if (ret)
+		return ret;
+	id->state = CM_REQ_SENT;
+	handle(id, &out, NULL);
+	cm_kick();	/* the CM thread's timer now has a deadline */
+	return 0;
+}
+
+int cm_ibcm_accept(struct cm_id *id, struct rdma_conn_param *p)
+{
+	struct ibcm_rdma_conn c;
+	struct sr_cm_rep rep;
+	struct ibcm_out out;
+	uint8_t rnr = 7;
+	int ret;
+
+	if (p) {
+		if (p->private_data_len > SR_CM_REP_PDATA)
+			return -EINVAL;
+		/* What the passive side grants: no more than the requester asked for. */
+		if (p->responder_resources < id->responder_resources)
+			id->responder_resources = p->responder_resources;
+		if (p->initiator_depth < id->initiator_depth)
+			id->initiator_depth = p->initiator_depth;
+		rnr = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;	/* the requester's */
+	}
+	id->my_qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
+	ret = id->id.qp ? cm_qp_to_rtr_rts(id, true) : 0;
+	if (ret)
+		return ret;
+	ibcm_rdma_defaults(&c);
+	c.qpn = id->my_qpn;
+	c.psn = id->peer_psn;
+	c.responder_resources = id->responder_resources;
+	c.initiator_depth = id->initiator_depth;
+	c.rnr_retry_count = rnr;
+	c.srq = id->id.srq != NULL || (p && p->srq);
+	c.ca_guid = ca_guid(id->dev);
+	c.pdata = p ? p->private_data : NULL;
+	c.pdata_len = p ? p->private_data_len : 0;
+	ret = ibcm_rdma_rep_build(&rep, &c);
+	if (ret)
+		return ret;
+	rep.e2e_flow_control = id->flow_control;
+	ret = ibcm_send_rep(&id->ib, &rep, now_ns(), &out);
+	if (ret)
+		return ret;
+	id->state = CM_REP_SENT;
+	handle(id, &out, NULL);
+	cm_kick();
+	return 0;
+}
+
+int cm_ibcm_reject(struct cm_id *id, const void *pdata, uint8_t len, uint16_t reason)
+{
+	struct ibcm_out out;
+	int ret;
+
+	if (len > SR_CM_REJ_PDATA)
+		return -EINVAL;
+	ret = ibcm_send_rej(&id->ib, reason, pdata, len, now_ns(), &out);
+	if (ret)
+		return ret;
+	handle(id, &out, NULL);
+	return 0;
+}
+
+int cm_ibcm_establish(struct cm_id *id)
+{
+	struct ibcm_out out;
+	int ret = ibcm_send_rtu(&id->ib, NULL, now_ns(), &out);
+
+	if (ret)
+		return ret;
+	handle(id, &out, NULL);
+	id->state = CM_ESTABLISHED;
+	return 0;
+}
+
+int cm_ibcm_disconnect(struct cm_id *id)
+{
+	struct ibcm_out out;
+
+	switch (id->state) {
+	case CM_ESTABLISHED:
+	case CM_REP_SENT:
+	case CM_REP_RCVD:
+		cm_qp_to_err(id);
+		if (ibcm_send_dreq(&id->ib, NULL, now_ns(), &out)) {
+			/* no DREQ from this state (REP received, no RTU sent): a REJ ends it */
+			if (!ibcm_send_rej(&id->ib, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0, now_ns(),
+					   &out))
+				handle(id, &out, NULL);
+			ended(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, false);
+			return 0;
+		}
+		id->state = CM_DREQ_SENT;
+		handle(id, &out, NULL);
+		cm_kick();
+		return 0;
+	case CM_DISCONNECTED:
+		/* The peer's DREQ came first (answered then): the QP leaves now, as the kernel's
+		 * rdma_disconnect moves it to ERR. */
+		cm_qp_to_err(id);
+		return 0;
+	case CM_DREQ_SENT:
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+void cm_ibcm_destroy(struct cm_id *id)
+{
+	struct ibcm_out out;
+	uint64_t now = now_ns();
+
+	switch (id->state) {
+	case CM_ESTABLISHED:
+	case CM_REP_SENT:
+		if (!ibcm_send_dreq(&id->ib, NULL, now, &out))	/* tell the peer, as the kernel */
+			handle(id, &out, NULL);
+		break;
+	case CM_REP_RCVD:
+	case CM_REQ_RCVD:
+		if (!ibcm_send_rej(&id->ib, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0, now, &out))
+			handle(id, &out, NULL);
+		if (id->state == CM_REQ_RCVD && id->listener)
+			id->listener->pending--;
+		break;
+	case CM_REQ_SENT:
+		/* The REQ is withdrawn: a REJ (reason Timeout, as the kernel's ib_cm sends when
+		 * an id in REQ_SENT is destroyed) keeps the peer from waiting on its REP. */
+		if (id->ib.have_last)
+			reject_raw(id->dev, id->ib_ah, &id->ib.last, id->local_id, 0, SR_CM_MSG_REQ,
+				   SR_CM_REJ_TIMEOUT);
+		break;
+	default:
+		break;
+	}
+	if (id->listener && id->ib.remote_id)
+		timewait_add(id);
+	id->ib.deadline = 0;
+	if (id->ib_ah)
+		ibv_destroy_ah(id->ib_ah);
+	id->ib_ah = NULL;
+}
