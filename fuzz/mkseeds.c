@@ -2,7 +2,7 @@
 /*
  * Seed corpora for the fuzz targets, made at build/test time (nothing large is kept in the
  * repository):
- *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR
+ *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR
  * RXDIR: every RoCEv2 packet of the captures in PCAPDIR (Linux rxe's, tests/interop/rxe-pcaps)
  * as a fuzz_rx record (fuzz_rx.h) aimed at the QP of its transport with every rewrite on;
  * SEQDIR: runs of 16 consecutive packets of one direction, with a clock step in the middle,
@@ -11,7 +11,10 @@
  * ATOMIC ACKs for its pending requests, NAKs and RNR NAKs with clock steps, the SRQ, the
  * window, the other PD); CMDIR: one encoded message of each CM type; RSDIR: each rsocket
  * message; CMSTATEDIR: CM conversations for fuzz_cm_state (a REP, REJ, DREQ, PROBE for its
- * active id, REQs and what follows them for its listener).
+ * active id, REQs and what follows them for its listener); RTRSDIR: a CON_REQ and an INFO_REQ,
+ * and for every session configuration of fuzz_rtrs.h each RNBD message as RTRS carries it (READs
+ * with one and three descriptors, WRITEs with and without data); RNBDDIR: each RNBD message as
+ * the server receives it, and the two answers the client decodes.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -26,6 +29,9 @@
 #include "net/pcap_read.h"
 #include "wire/pkt.h"
 #include "fuzz_rx.h"
+#include "fuzz_rtrs.h"
+#include "rnbd-msg.h"
+#include "rtrs-proto.h"
 
 static int nfiles;
 
@@ -414,13 +420,176 @@ static void rs_seeds(const char *dir)
 	put(dir, "rs-imm", 0, buf, 5);
 }
 
+/* ---- RTRS and RNBD ------------------------------------------------------------------------ */
+
+/* The RNBD user headers of the seeds: each message with the RTRS direction and data length it
+ * travels with (rnbd-proto.h). */
+struct rnbd_seed {
+	const char *name;
+	int dir;
+	uint32_t datalen;
+	uint8_t usr[sizeof(struct rnbd_msg_open)];
+	size_t usrlen;
+};
+
+static int rnbd_seed_list(struct rnbd_seed *v)
+{
+	int n = 0;
+	static const struct { const char *name; uint32_t rw, size; uint64_t sector; } io[] = {
+		{ "read", RNBD_OP_READ, 4096, 8 },
+		{ "write", RNBD_OP_WRITE | RNBD_F_FUA, 4096, 0 },
+		{ "write-preflush", RNBD_OP_WRITE | RNBD_F_PREFLUSH, 0, 0 },
+		{ "flush", RNBD_OP_FLUSH, 0, 0 },
+		{ "discard", RNBD_OP_DISCARD, 65536, 16 },
+		{ "zeroes", RNBD_OP_WRITE_ZEROES | RNBD_F_NOUNMAP, 8192, 2040 },
+		{ "erase", RNBD_OP_SECURE_ERASE, 512, 0 },
+	};
+	static const char *const names[] = { "disk0", "/vol//img.raw", "a/b/c" };
+
+	memset(v, 0, 16 * sizeof(*v));
+	v[n].name = "sess-info";
+	v[n].dir = RNBD_DIR_READ;
+	v[n].datalen = sizeof(struct rnbd_msg_sess_info_rsp);
+	rnbd_enc_sess_info((void *)v[n].usr, RNBD_PROTO_VER_MAJOR);
+	v[n++].usrlen = sizeof(struct rnbd_msg_sess_info);
+	for (unsigned i = 0; i < 3; i++) {
+		v[n].name = "open";
+		v[n].dir = RNBD_DIR_READ;
+		v[n].datalen = sizeof(struct rnbd_msg_open_rsp);
+		rnbd_enc_open((void *)v[n].usr, i, names[i]);
+		v[n++].usrlen = sizeof(struct rnbd_msg_open);
+	}
+	v[n].name = "close";
+	v[n].dir = RNBD_DIR_WRITE;
+	rnbd_enc_close((void *)v[n].usr, 0);
+	v[n++].usrlen = sizeof(struct rnbd_msg_close);
+	for (unsigned i = 0; i < sizeof(io) / sizeof(io[0]); i++) {
+		v[n].name = io[i].name;
+		v[n].dir = rnbd_op(io[i].rw) == RNBD_OP_READ ? RNBD_DIR_READ : RNBD_DIR_WRITE;
+		v[n].datalen = rnbd_op(io[i].rw) <= RNBD_OP_WRITE ? io[i].size : 0;
+		rnbd_enc_io((void *)v[n].usr, 0, io[i].sector, io[i].rw, io[i].size, 0);
+		v[n++].usrlen = sizeof(struct rnbd_msg_io);
+	}
+	/* a version-1 client's IO header (no prio) */
+	v[n] = v[n - 6];
+	v[n].name = "write-v1";
+	v[n++].usrlen = RNBD_MSG_IO_V1_LEN;
+	return n;
+}
+
+static void rtrs_seeds(const char *dir)
+{
+	uint8_t b[8192];
+	struct rtrs_msg_conn_req rq = { .magic = RTRS_MAGIC, .version = RTRS_PROTO_VER, .cid = 1,
+					.cid_num = 3, .recon_cnt = 2,
+					.first_conn = RTRS_CON_REQ_FIRST_CONN };
+	struct rtrs_msg_info_req ir = { .type = RTRS_MSG_INFO_REQ };
+	struct rnbd_seed v[16];
+	int nv = rnbd_seed_list(v), k = 0;
+
+	memset(rq.sess_uuid, 0x11, 16);
+	memset(rq.paths_uuid, 0x22, 16);
+	b[0] = 0;
+	memcpy(b + 1, &rq, sizeof(rq));
+	put(dir, "rtrs-con-req", 0, b, 1 + sizeof(rq));
+	b[0] = 1;
+	memcpy(ir.sessname, "client-host@server", 19);
+	memcpy(b + 1, &ir, sizeof(ir));
+	put(dir, "rtrs-info-req", 0, b, 1 + sizeof(ir));
+	/* IO: [2][cfg][payload le32][back le16][cid][nsec] + user header, trailer, descriptors
+	 * (READ: the header at chunk offset 0, the trailer after it; WRITE: data first, so the
+	 * trailer sits at datalen + usrlen). */
+	for (unsigned c = 0; c < FUZZ_RTRS_NCFG; c++) {
+		const struct fuzz_rtrs_cfg *cf = &fuzz_rtrs_cfgs[c];
+		unsigned mem_bits = rtrs_mem_bits(cf->qd);
+		uint32_t chunk_id = cf->qd - 1;
+
+		for (int i = 0; i < nv; i++) {
+			size_t len = 10;
+			uint32_t off;
+			uint16_t t, ul = (uint16_t)v[i].usrlen;
+
+			if (ul > cf->max_hdr)
+				continue;
+			if (v[i].dir == RNBD_DIR_WRITE) {
+				if ((uint64_t)v[i].datalen + ul + 4 > cf->chunk)
+					continue;
+				off = v[i].datalen + ul;
+			} else {
+				off = ul;
+			}
+			memcpy(b + len, v[i].usr, ul);
+			len += ul;
+			t = v[i].dir == RNBD_DIR_WRITE ? RTRS_MSG_WRITE : RTRS_MSG_READ;
+			memcpy(b + len, &t, 2);
+			memcpy(b + len + 2, &ul, 2);
+			len += 4;
+			if (t == RTRS_MSG_READ) {
+				/* one descriptor, or three that add up to the same length */
+				int three = v[i].datalen >= 1024 && k % 2;
+				uint16_t fl = 0, sg = three ? 3 : 1;
+				struct rtrs_sg_desc dd[3] = {
+					{ 0x7f0000100000ull, 0x1234, three ? 512 : v[i].datalen },
+					{ 0x7f0000200000ull, 0x1234, 512 },
+					{ 0x7f0000300000ull, 0x1234, v[i].datalen - 1024 },
+				};
+				memcpy(b + len, &fl, 2);
+				memcpy(b + len + 2, &sg, 2);
+				len += 4;
+				memcpy(b + len, dd, sg * sizeof(dd[0]));
+				len += sg * sizeof(dd[0]);
+			}
+			uint32_t pl = chunk_id << mem_bits | off;
+			b[0] = 2;
+			b[1] = (uint8_t)c;
+			memcpy(b + 2, &pl, 4);
+			b[6] = (uint8_t)ul;
+			b[7] = (uint8_t)(ul >> 8);
+			b[8] = 1;				/* the first IO connection */
+			b[9] = (uint8_t)(3 + k % 3);		/* 2048 sectors, 2^21, 2^55 - 1 */
+			put(dir, v[i].name, k++, b, len);
+		}
+	}
+}
+
+static void rnbd_seeds(const char *dir)
+{
+	uint8_t b[8 + sizeof(struct rnbd_msg_open)];
+	struct rnbd_seed v[16];
+	int nv = rnbd_seed_list(v);
+	struct rnbd_dev_attrs a = { .device_id = 3, .nsectors = 2048, .max_hw_sectors = 256,
+				    .max_discard_sectors = 256, .discard_granularity = 4096,
+				    .physical_block_size = 4096, .logical_block_size = 512,
+				    .max_segments = 1, .cache_policy = RNBD_WRITEBACK };
+
+	/* [ctl: dir | side << 1][datalen le32][nsec][message] */
+	for (int i = 0; i < nv; i++) {
+		b[0] = (uint8_t)v[i].dir;
+		memcpy(b + 1, &v[i].datalen, 4);
+		b[5] = (uint8_t)(3 + i % 3);
+		memcpy(b + 6, v[i].usr, v[i].usrlen);
+		put(dir, v[i].name, i, b, 6 + v[i].usrlen);
+	}
+	struct rnbd_msg_open_rsp orsp;
+	struct rnbd_msg_sess_info_rsp srsp;
+
+	b[0] = 2;
+	memset(b + 1, 0, 5);
+	rnbd_enc_open_rsp(&orsp, &a);
+	memcpy(b + 6, &orsp, sizeof(orsp));
+	put(dir, "open-rsp", 0, b, 6 + sizeof(orsp));
+	rnbd_enc_sess_info_rsp(&srsp, RNBD_PROTO_VER_MAJOR);
+	memcpy(b + 6, &srsp, sizeof(srsp));
+	put(dir, "sess-info-rsp", 0, b, 6 + sizeof(srsp));
+}
+
 int main(int argc, char **argv)
 {
 	DIR *dir;
 	struct dirent *e;
 
-	if (argc != 7) {
-		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR\n");
+	if (argc != 9) {
+		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR\n");
 		return 2;
 	}
 	dir = opendir(argv[1]);
@@ -443,6 +612,8 @@ int main(int argc, char **argv)
 	cm_seeds(argv[4]);
 	rs_seeds(argv[5]);
 	cm_state_seeds(argv[6]);
+	rtrs_seeds(argv[7]);
+	rnbd_seeds(argv[8]);
 	printf("mkseeds: %d seed files\n", nfiles);
 	return 0;
 }

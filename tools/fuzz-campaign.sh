@@ -3,12 +3,20 @@
 # job each; the table of what happened goes into docs/reliability.md (between the campaign
 # markers), replacing the previous one. A benchmark, not a test: run it on a quiet machine.
 #
-#   tools/fuzz-campaign.sh [-t SECONDS] [-l LABEL] [TARGET...]
+#   tools/fuzz-campaign.sh [-t SECONDS] [-l LABEL] [-a] [-n] [TARGET...]
 #
 #   -t SECONDS  per target (default 60)
 #   -l LABEL    what the table says about the run (default "campaign")
-#   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket (default: all), each
-#               optionally with its own time: fuzz_rx:600
+#   -a          add this run's table to the campaign's (after the tables already between the
+#               markers, with a line of the totals of all of them) instead of replacing it:
+#               for one campaign run as several invocations (side by side on several cores,
+#               or targets added later)
+#   CAMPAIGN_DOC=FILE writes the table into FILE instead of docs/reliability.md (every table
+#               is also kept in build-fuzz/fuzz/campaign/tables/)
+#   -n          do not build (the binaries of BUILD_FUZZ as they are: a campaign that runs
+#               while the source tree changes)
+#   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket fuzz_rtrs fuzz_rnbd
+#               (default: all), each optionally with its own time: fuzz_rx:600
 #
 # Builds build-fuzz (make build-fuzz) if needed. The corpora grow in
 # build-fuzz/fuzz/campaign/corpus/<target> and are reused by the next campaign; crash inputs
@@ -16,22 +24,26 @@
 # once the bug it shows is fixed).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-secs=60 label=campaign
-while getopts t:l: o; do
+secs=60 label=campaign append=0 build=1
+while getopts t:l:an o; do
 	case $o in
 	t) secs=$OPTARG ;;
 	l) label=$OPTARG ;;
+	a) append=1 ;;
+	n) build=0 ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket)
+[ ${#targets[@]} -gt 0 ] ||
+	targets=(fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket fuzz_rtrs fuzz_rnbd)
 bf=${BUILD_FUZZ:-$src/build-fuzz}
-make -C "$src" --no-print-directory build-fuzz BUILD_FUZZ="$bf" >/dev/null
+[ "$build" = 0 ] || make -C "$src" --no-print-directory build-fuzz BUILD_FUZZ="$bf" >/dev/null
 camp=$bf/fuzz/campaign
 "$src"/fuzz/run.sh seeds "$bf"/fuzz "$src"/tests/interop/rxe-pcaps/suite "$camp"/seeds >/dev/null
-declare -A seeddir=([fuzz_rx]=rx [fuzz_rx_seq]=seq [fuzz_cm]=cm [fuzz_cm_state]=cmstate [fuzz_rsocket]=rs)
+declare -A seeddir=([fuzz_rx]=rx [fuzz_rx_seq]=seq [fuzz_cm]=cm [fuzz_cm_state]=cmstate
+		   [fuzz_rsocket]=rs [fuzz_rtrs]=rtrs [fuzz_rnbd]=rnbd)
 export SOFTRDMA_STATS_DIR=${SOFTRDMA_STATS_DIR:-$bf/stats}
 rows=() total=0 crashes_all=0
 for spec in "${targets[@]}"; do
@@ -68,8 +80,8 @@ done
 
 table=$(
 	echo "<!-- campaign:begin -->"
-	echo "**$label**, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'),"
-	echo "\`tools/fuzz-campaign.sh -t $secs${label:+ -l \"$label\"} ${targets[*]}\` (one job per target, corpora carried over from earlier runs in the same build directory):"
+	echo "**$label**, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), load average at the end $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'),"
+	echo "\`tools/fuzz-campaign.sh -t $secs${label:+ -l \"$label\"}$([ "$append" = 0 ] || echo ' -a') ${targets[*]}\` (one job per target, corpora carried over from earlier runs in the same build directory):"
 	echo
 	echo "| target | seconds | executions | exec/s | coverage (edges) | features | corpus | new crash inputs |"
 	echo "|---|---|---|---|---|---|---|---|"
@@ -77,17 +89,33 @@ table=$(
 	echo "| **total** | | **$total** | | | | | **$crashes_all** |"
 	echo "<!-- campaign:end -->"
 )
-doc=$src/docs/reliability.md
+doc=${CAMPAIGN_DOC:-$src/docs/reliability.md}
+mkdir -p "$camp"/tables
+printf '%s\n' "$table" >"$camp/tables/$(date -u +%Y%m%d-%H%M%S)-$$.md"
+# Several invocations may end at the same time (-a): one writes the document at a time.
+exec 9<"$doc"
+flock 9
 if grep -q '<!-- campaign:begin -->' "$doc"; then
-	python3 - "$doc" "$table" <<'PY'
+	python3 - "$doc" "$table" "$append" <<'PY'
 import re, sys
-p, t = sys.argv[1], sys.argv[2]
+p, t, append = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 s = open(p).read()
-s = re.sub(r'<!-- campaign:begin -->.*?<!-- campaign:end -->', lambda m: t, s, flags=re.S)
+def merge(m):
+    if not append:
+        return t
+    old = m.group(0)[len('<!-- campaign:begin -->'):-len('<!-- campaign:end -->')]
+    old = re.sub(r'\n\*\*All the tables above\*\*.*\n', '\n', old)
+    body = old.strip('\n') + '\n\n' + t[len('<!-- campaign:begin -->'):-len('<!-- campaign:end -->')].strip('\n')
+    tot = sum(int(x) for x in re.findall(r'^\| \*\*total\*\* \| \| \*\*(\d+)\*\*', body, re.M))
+    cr = sum(int(x) for x in re.findall(r'^\| \*\*total\*\* \|.*\*\*(\d+)\*\* \|$', body, re.M))
+    return ('<!-- campaign:begin -->\n' + body + '\n\n**All the tables above**: ' +
+            f'{tot:,} executions, {cr} new crash inputs.\n<!-- campaign:end -->')
+s = re.sub(r'<!-- campaign:begin -->.*?<!-- campaign:end -->', merge, s, flags=re.S)
 open(p, 'w').write(s)
 PY
 else
 	printf '\n%s\n' "$table" >>"$doc"
 fi
+exec 9<&-
 echo "$table"
 [ "$crashes_all" -eq 0 ]

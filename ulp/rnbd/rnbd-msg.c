@@ -234,6 +234,9 @@ int rnbd_dec_open_rsp(const void *buf, size_t len, struct rnbd_dev_attrs *a)
 	a->cache_policy = b[offsetof(struct rnbd_msg_open_rsp, cache_policy)];
 	if (!pow2_ge512(a->logical_block_size))
 		return -EPROTO;
+	/* a size in bytes that no int64_t holds (the NBD size, off_t) */
+	if (a->nsectors > (uint64_t)INT64_MAX >> RNBD_SECTOR_SHIFT)
+		return -EPROTO;
 	if (a->physical_block_size && !pow2_ge512(a->physical_block_size))
 		return -EPROTO;
 	return 0;

@@ -54,7 +54,7 @@ void rnbd_enc_io(struct rnbd_msg_io *m, uint32_t device_id, uint64_t sector, uin
 		 uint32_t bi_size, uint16_t prio);
 
 /* The client's check of an OPEN_RSP (56 bytes received): 0 or -EPROTO (wrong type, logical
- * block size 0 or not a power of two >= 512, ...). */
+ * block size 0 or not a power of two >= 512, a size in bytes past INT64_MAX, ...). */
 struct rnbd_dev_attrs {
 	uint32_t device_id;
 	uint64_t nsectors;

@@ -5,6 +5,7 @@
  * the answers, answers heartbeats. One event thread per context; public verbs and rdma_cm only.
  */
 #include "rtrs-common.h"
+#include "rtrs-srv-check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +17,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define SRV_MAX_DESC 8
+#define SRV_MAX_DESC RTRS_SRV_MAX_DESC
 #define CLOSING(p) do { if (getenv("RTRS_DEBUG")) fprintf(stderr, "rtrs-srv: path closes (line %d)\n", __LINE__); (p)->closing = 1; } while (0)
-#define SRV_MAX_CONS 64
+#define SRV_MAX_CONS RTRS_SRV_MAX_CONS
 #define SRV_RECV_SIZE 512
 #define SRV_SVC_RECVS 16
 
@@ -352,21 +353,15 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 {
 	struct srv_path *p = con->path;
 	struct srv_sess *s = p->sess;
-	unsigned int mem_bits = rtrs_mem_bits(s->qd);
-	uint32_t id = payload >> mem_bits, off = payload & ((1u << mem_bits) - 1);
+	struct rtrs_srv_io io;
+	const char *why = rtrs_srv_check_io(payload, con->cid, s->qd, s->chunk, c->o.max_hdr_size,
+					    s->buf, &io);
 
-	if (con->cid == 0)
-		return path_bad(c, p, "IO on the service connection"), 1;
-	if (id >= s->qd)
-		return path_bad(c, p, "chunk id >= queue depth"), 1;
-	if ((uint64_t)off + sizeof(struct rtrs_msg_rdma_write) > s->chunk)
-		return path_bad(c, p, "offset outside the chunk"), 1;
+	if (why)
+		return path_bad(c, p, why), 1;
+	uint32_t id = io.id;
+	uint16_t usr_len = io.usr_len;
 	char *chunk = s->buf + (size_t)id * s->chunk;
-	uint16_t type, usr_len;
-	memcpy(&type, chunk + off, 2);
-	memcpy(&usr_len, chunk + off + 2, 2);
-	if (usr_len > off || usr_len > c->o.max_hdr_size)
-		return path_bad(c, p, "user header length"), 1;
 	struct rtrs_srv_op *op = calloc(1, sizeof(*op) + usr_len + 1);
 	if (!op)
 		return 1;
@@ -375,50 +370,18 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 	op->con = con;
 	op->id = id;
 	op->usr_len = usr_len;
-	memcpy(op->usr, chunk + off - usr_len, usr_len);
+	memcpy(op->usr, chunk + io.off - usr_len, usr_len);
 	void *data = chunk;
-	if (type == RTRS_MSG_WRITE) {
-		op->dir = RTRS_WRITE;
-		op->datalen = off - usr_len;
-		if (op->datalen > s->chunk - c->o.max_hdr_size && op->datalen + usr_len > s->chunk) {
-			free(op);
-			return path_bad(c, p, "WRITE length"), 1;
-		}
+	op->dir = io.dir;
+	op->datalen = io.datalen;
+	if (io.dir == RTRS_WRITE) {
 		p->st.reqs_write++;
 		p->st.bytes_write += op->datalen;
-	} else if (type == RTRS_MSG_READ) {
-		struct rtrs_msg_rdma_read rd;
-		if ((uint64_t)off + sizeof(rd) > s->chunk) {
-			free(op);
-			return path_bad(c, p, "READ trailer outside the chunk"), 1;
-		}
-		memcpy(&rd, chunk + off, sizeof(rd));
-		if (rd.sg_cnt < 1 || rd.sg_cnt > SRV_MAX_DESC ||
-		    (uint64_t)off + sizeof(rd) + (uint64_t)rd.sg_cnt * 16 > s->chunk) {
-			free(op);
-			return path_bad(c, p, "READ descriptor count"), 1;
-		}
-		memcpy(op->desc, chunk + off + sizeof(rd), (size_t)rd.sg_cnt * 16);
-		uint64_t total = 0;
-		for (unsigned int i = 0; i < rd.sg_cnt; i++) {
-			if (op->desc[i].len > s->chunk) {
-				free(op);
-				return path_bad(c, p, "READ descriptor length > chunk"), 1;
-			}
-			total += op->desc[i].len;
-		}
-		if (total > s->chunk - c->o.max_hdr_size) {
-			free(op);
-			return path_bad(c, p, "READ length > max IO size"), 1;
-		}
-		op->dir = RTRS_READ;
-		op->sg_cnt = rd.sg_cnt;
-		op->flags = rd.flags;
-		op->datalen = (uint32_t)total;
-		p->st.reqs_read++;
 	} else {
-		free(op);
-		return path_bad(c, p, "message type"), 1;
+		memcpy(op->desc, io.desc, (size_t)io.sg_cnt * sizeof(io.desc[0]));
+		op->sg_cnt = io.sg_cnt;
+		op->flags = io.flags;
+		p->st.reqs_read++;
 	}
 	/* a re-issue while the user still holds the chunk's previous op: that op's answer
 	 * will be dropped (op_answer sees it is no longer current) */
@@ -493,15 +456,12 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 					path_bad(c, p, "immediate type");
 				}
 			} else if (wc[i].opcode == IBV_WC_RECV) {
-				uint16_t type;
 				char *b = con->rbuf + wc[i].wr_id * SRV_RECV_SIZE;
-				memcpy(&type, b, 2);
-				if (con->cid == 0 && type == RTRS_MSG_INFO_REQ &&
-				    wc[i].byte_len >= sizeof(struct rtrs_msg_info_req)) {
+				char name[RTRS_NAME_MAX + 1];
+				if (con->cid == 0 && !rtrs_srv_check_info_req(b, wc[i].byte_len, name)) {
 					struct srv_sess *s = p->sess;
 					if (!s->name[0])
-						memcpy(s->name, b + 2, RTRS_NAME_MAX);
-					s->name[RTRS_NAME_MAX] = 0;
+						memcpy(s->name, name, sizeof(s->name));
 					snprintf(p->st.sessname, sizeof(p->st.sessname), "%.63s", s->name);
 					if (!s->up) {	/* the session is up once its name is known */
 						s->up = 1;
@@ -577,13 +537,7 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 			       size_t plen)
 {
 	struct rtrs_msg_conn_req rq;
-	if (plen < sizeof(rq)) {
-		reject(id, -EPROTO);
-		return;
-	}
-	memcpy(&rq, pdata, sizeof(rq));
-	if (rq.magic != RTRS_MAGIC || (rq.version >> 8) != RTRS_PROTO_VER_MAJOR ||
-	    rq.cid_num < 1 || rq.cid_num > SRV_MAX_CONS || rq.cid >= rq.cid_num) {
+	if (rtrs_srv_check_con_req(pdata, plen, &rq)) {
 		reject(id, -EPROTO);
 		return;
 	}
