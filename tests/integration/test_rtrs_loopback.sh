@@ -20,7 +20,7 @@ IOS=${RTRS_TEST_IOS:-10000}
 
 # --- hygiene: public headers only, public libraries only
 bad=$(grep -h '^#include' "$SR_SOURCE_DIR"/ulp/rtrs/*.[ch] | sort -u |
-	grep -v -E '^#include (<(infiniband/verbs|rdma/rdma_cma|arpa/inet|errno|fcntl|netdb|poll|pthread|signal|stddef|stdint|stdio|stdlib|string|time|unistd|sys/eventfd|sys/uio)\.h>|"rtrs(-proto|-common)?\.h")$')
+	grep -v -E '^#include (<(infiniband/verbs|rdma/rdma_cma|arpa/inet|errno|fcntl|netdb|poll|pthread|signal|stddef|stdint|stdio|stdlib|string|time|unistd|sys/eventfd|sys/uio)\.h>|"rtrs(-proto|-common|-srv-check)?\.h")$')
 sr_expect_eq "ulp/rtrs includes only libc, verbs, rdma_cm and its own headers" "" "$bad"
 needed=$(readelf -d "$RT" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
 extra=$(echo "$needed" | tr ' ' '\n' | grep -v -E '^(libibverbs\.so\.1|librdmacm\.so\.1|libc\.so\.6|libpthread\.so\.0|)$')
