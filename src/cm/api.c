@@ -861,9 +861,13 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *cid)
 		id->state = CM_DREQ_SENT;
 		ret = cm_send(id, &m, true);
 		break;
-	case CM_DREQ_SENT:
 	case CM_DISCONNECTED:
-		break;	/* already going or gone: nothing more to do */
+		/* The peer's DREQ ended it and left the QP alone (cm.c, disconnected): the
+		 * consumer's own disconnect moves it to ERR, as the kernel's rdma_cm does. */
+		cm_qp_to_err(id);
+		break;
+	case CM_DREQ_SENT:
+		break;	/* already going: nothing more to do */
 	default:
 		ret = -EINVAL;
 		break;

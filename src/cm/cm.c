@@ -587,11 +587,16 @@ static void on_rep(struct cm_id *id, const struct cm_msg *m)
 	established(id, m);
 }
 
-static void disconnected(struct cm_id *id)
+/* The connection is over: DISCONNECTED for the consumer. The QP is moved to ERR (flushed)
+ * unless the peer asked for the end (its DREQ): then, as with the kernel's rdma_cm, it stays
+ * as it is until the consumer's own rdma_disconnect (or the QP's destruction), so work that is
+ * still completing, and receives nobody will fill, are not flushed under the consumer. */
+static void disconnected(struct cm_id *id, bool flush)
 {
 	if (id->state == CM_DISCONNECTED)
 		return;
-	cm_qp_to_err(id);
+	if (flush)
+		cm_qp_to_err(id);
 	id->state = CM_DISCONNECTED;
 	id->txlen = 0;
 	cm_post_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL);
@@ -664,12 +669,12 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 		cm_send(id, &drep, false);
 		if (id->state == CM_ESTABLISHED || id->state == CM_DREQ_SENT ||
 		    id->state == CM_REP_SENT)
-			disconnected(id);
+			disconnected(id, false);
 		break;
 	}
 	case CM_MSG_DREP:
 		if (id->state == CM_DREQ_SENT)
-			disconnected(id);
+			disconnected(id, true);
 		break;
 	case CM_MSG_PROBE: {
 		struct cm_msg ack = { .type = CM_MSG_PROBE_ACK, .src_id = id->local_id,
@@ -713,7 +718,7 @@ static void on_unreachable(const struct sockaddr *dst)
 		case CM_ESTABLISHED:
 		case CM_DREQ_SENT:
 		case CM_REP_SENT:
-			disconnected(id);
+			disconnected(id, true);
 			break;
 		default:
 			break;
@@ -797,7 +802,7 @@ static uint64_t run_timers(void)
 						id->state = CM_DISCONNECTED;
 						cm_post_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
 					} else if (id->state == CM_DREQ_SENT) {
-						disconnected(id);
+						disconnected(id, true);
 					}
 					continue;
 				}
@@ -814,7 +819,7 @@ static uint64_t run_timers(void)
 		if (id->state == CM_ESTABLISHED && id->id.ps != RDMA_PS_UDP && !id->ibcm) {
 			if (now - id->last_heard > CM_DEAD_MS) {
 				cm_count("cm_timeouts");
-				disconnected(id);
+				disconnected(id, true);
 				continue;
 			}
 			if (now >= id->next_probe) {

@@ -751,6 +751,7 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt);
 /* Sends the coalesced ACKs of the batch just processed (rx_lock held). */
 void sr_resp_flush_acks(struct sr_nic *nic);
 void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK on destroy */
+void sr_resp_ack_now(struct sr_qp *qp);	/* qp->lock held: a held ACK leaves (QP to ERR/RESET) */
 void sr_resp_answer(struct sr_qp *qp);		/* qp->lock held: the application posts a send */
 /* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);

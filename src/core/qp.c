@@ -608,6 +608,7 @@ void sr_qp_to_error(struct sr_qp *qp)
 {
 	if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET)
 		return;
+	sr_resp_ack_now(qp);	/* what was executed was acknowledged, as on a NIC */
 	set_state(qp, IBV_QPS_ERR);
 	sr_qp_flush(qp);
 	/* An SRQ consumer learns that no more WQEs will be taken by this QP (IBA 11.6.3.4). */
@@ -812,6 +813,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (next != cur) {
 		switch (next) {
 		case IBV_QPS_RESET:
+			sr_resp_ack_now(qp);
 			set_state(qp, next);
 			sr_transport_reset(qp);
 			qp->seg = 0;

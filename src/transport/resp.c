@@ -110,6 +110,27 @@ static bool send_deferred(struct sr_qp *qp)
 }
 
 /*
+ * The QP stops answering: it moves to ERR or RESET, or is destroyed. A NIC acknowledges what it
+ * executed when it executes it, so the peer's requester may already have seen its message
+ * consumed here; an ACK this responder still held (coalesced to the end of a receive batch, or
+ * deferred to the application's answer, which will not come now) leaves at once instead of
+ * being dropped with the QP's state. Else the peer resends into a QP that no longer answers and
+ * ends in IBV_WC_RETRY_EXC_ERR: fi_pingpong's last message, whose receiver disconnected (QP to
+ * ERR) a moment after it polled the completion, did. Called with qp->lock held, before the
+ * state changes.
+ */
+void sr_resp_ack_now(struct sr_qp *qp)
+{
+	if (!qp->resp.ack_pending || !sr_qp_reliable(qp) ||
+	    (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD &&
+	     qp->state != IBV_QPS_SQE))
+		return;
+	sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	qp->resp.ack_pending = false;	/* the QP leaves the ACK list at its next flush */
+	qp->resp.ack_due = 0;
+}
+
+/*
  * A connected RC QP is being destroyed. Its peer may still be waiting for the ACK of the last
  * message this responder executed (the application saw the data and quit: ibv_rc_pingpong's
  * client does exactly that), and if that one ACK is lost the peer can only retransmit into a
@@ -121,8 +142,7 @@ static bool send_deferred(struct sr_qp *qp)
  */
 void sr_resp_final_ack(struct sr_qp *qp)
 {
-	if (qp->state == IBV_QPS_RTS)
-		send_deferred(qp);	/* nothing will answer it any more */
+	sr_resp_ack_now(qp);	/* nothing will answer it any more */
 	if (!sr_qp_reliable(qp) || !qp->resp.lossy ||
 	    qp->resp.epsn == qp->attr.rq_psn)
 		return;

@@ -4,7 +4,8 @@
  * private data at exactly the IBTA limits and one byte over (REQ 56 for RDMA_PS_TCP, REP 196,
  * REJ 148, SIDR REQ 180, SIDR REP 136), delivered intact; responder resources and initiator
  * depth negotiated down on both QPs; a SEND over the connection; rdma_disconnect giving
- * DISCONNECTED on both sides with both QPs in ERR; rdma_reject with private data; no listener
+ * DISCONNECTED on both sides, its own QP in ERR and the peer's left alone until the peer's
+ * rdma_disconnect (the kernel's behaviour); rdma_reject with private data; no listener
  * giving REJECTED (status 8) promptly; a listener replaced by another on the same port; XRC
  * (an XRC_SEND QP connected to an XRC_RECV QP, a SEND to the XRC SRQ named in the REP).
  *
@@ -113,11 +114,14 @@ static int qp_state(struct ibv_qp *qp, struct ibv_qp_attr *a)
 	return a->qp_state;
 }
 
-/* rdma_disconnect(c): DISCONNECTED on both sides, both QPs in ERR. */
+/* rdma_disconnect(c): DISCONNECTED on both sides. As with the kernel's rdma_cm, c's QP is in
+ * ERR and s's is left as it was (the peer's DREQ does not flush it: a receive still posted
+ * there stays posted) until s disconnects too. */
 static void disconnect_both(struct rdma_cm_id *c, struct rdma_cm_id *s)
 {
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
 
 	REQUIRE(rdma_disconnect(c) == 0);
 	for (int k = 0; k < 2; k++) {
@@ -126,11 +130,10 @@ static void disconnect_both(struct rdma_cm_id *c, struct rdma_cm_id *s)
 			rdma_ack_cm_event(ev);
 	}
 	CHECK_EQ(qp_state(c->qp, &qa), IBV_QPS_ERR);
-	if (ibcm) {
-		/* The kernel's rdma_cm: the DREQ's receiver keeps its QP until it disconnects. */
-		CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_RTS);
-		REQUIRE(rdma_disconnect(s) == 0);
-	}
+	/* Both wires: the kernel's rdma_cm, the DREQ's receiver keeps its QP until it disconnects. */
+	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_RTS);
+	CHECK_EQ(ibv_poll_cq(s->recv_cq, 1, &wc), 0);	/* nothing flushed */
+	CHECK_EQ(rdma_disconnect(s), 0);
 	CHECK_EQ(qp_state(s->qp, &qa), IBV_QPS_ERR);
 }
 
@@ -224,7 +227,10 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 		n = ibv_poll_cq(c->send_cq, 1, &wc);
 	CHECK_EQ(n, 1);
 
-	/* rdma_disconnect: DISCONNECTED on both sides, both QPs in ERR. */
+	/* rdma_disconnect: DISCONNECTED on both sides; a receive s still has posted is flushed
+	 * by s's own rdma_disconnect, not by c's DREQ. */
+	rwr.wr_id = 3;
+	REQUIRE(ibv_post_recv(s->qp, &rwr, &brw) == 0);
 	disconnect_both(c, s);
 	if (ibcm) {
 		/* REQ, REP, RTU, DREQ, DREP: MADs on QP1, no private CM datagram */
@@ -233,6 +239,11 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	} else {
 		CHECK_EQ(vu_stat("cm_mads_rcvd") - mads0, 0);
 	}
+	for (n = 0, t0 = now_s(); n == 0 && now_s() - t0 < 5;)
+		n = ibv_poll_cq(s->recv_cq, 1, &wc);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(wc.wr_id, 3);
+	CHECK_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 	ibv_dereg_mr(cmr);
 	ibv_dereg_mr(smr);
 	rdma_destroy_qp(c);

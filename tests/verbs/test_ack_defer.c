@@ -7,7 +7,7 @@
  * The rule: once the application has answered the last two messages with a send of its own, the
  * ACK of the next one waits for the answer and leaves right after it, in the same batch; if no
  * answer comes within ack_defer_us, the ACK leaves alone. A message left unanswered ends the
- * deferral; destroying the QP sends a deferred ACK at once; a peer whose packets do not carry
+ * deferral; destroying the QP, or moving it to ERR or RESET, sends a deferred ACK at once; a peer whose packets do not carry
  * softrdma's mark (BTH resv6) never waits. The raw peer marks its packets unless told not to. ack_defer_us is 300 ms here, so that
  * "held" and "late" are far apart from any scheduling delay.
  *
@@ -194,6 +194,44 @@ static void destroy_sends_it(void)
 	EXPECT_ACK(DEFER_MS / 3);
 }
 
+/* Moving the QP to ERR (rdma_disconnect does, right after the application saw the last
+ * message) sends the ACK it held: the peer's message was consumed, and on a NIC its ACK left on
+ * receipt. Dropped with the state, the peer could only resend into a QP that no longer answers. */
+static void error_sends_it(void)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	printf("moving the QP to ERR sends a deferred ACK first\n");
+	connect_qp();
+	if (!ping_pong_twice())
+		return;
+	peer_write();
+	if (!EXPECT_NOTHING(DEFER_MS / 6))
+		return;
+	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	EXPECT_ACK(DEFER_MS / 3);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	EXPECT_NOTHING(DEFER_MS / 6);	/* once */
+}
+
+/* The same for a QP moved straight from RTS to RESET. */
+static void reset_sends_it(void)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	printf("moving the QP to RESET sends a deferred ACK first\n");
+	connect_qp();
+	if (!ping_pong_twice())
+		return;
+	peer_write();
+	if (!EXPECT_NOTHING(DEFER_MS / 6))
+		return;
+	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+	EXPECT_ACK(DEFER_MS / 3);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	EXPECT_NOTHING(DEFER_MS / 6);
+}
+
 /*
  * The peer's GSO datagram [SEND request, ACK of the QP's WRITE]: the ACK is packet 1 (IPv4 ID 1
  * in its ICRC). The ACK is taken first, as its sender meant: the WRITE's completion comes
@@ -258,6 +296,8 @@ int main(void)
 	deferred_then_late_then_reset();
 	not_toward_others();
 	destroy_sends_it();
+	error_sends_it();
+	reset_sends_it();
 	gso_request_then_ack();
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
