@@ -818,7 +818,7 @@ void sr_mcast_rcv(struct sr_nic *nic, int fd, struct sr_pkt *pkt, const struct s
 void sr_mcast_poll(struct sr_nic *nic, int fd);
 bool sr_gid_is_mcast(const union ibv_gid *gid);
 /* Releases a packet held back by fault injection; true while one is still held. */
-bool sr_net_tick(struct sr_nic *nic);
+int64_t sr_net_tick(struct sr_nic *nic);	/* ns until it must run again, -1: never */
 
 /* ---- same-host direct path (src/transport/direct.c, docs/direct.md) ----------------------- */
 struct sr_direct;

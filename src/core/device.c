@@ -824,8 +824,11 @@ timers:;
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))
 			timeout = (int64_t)t * 1000000;
-		if (sr_net_tick(nic) && (timeout < 0 || timeout > 1000000))
-			timeout = 1000000;
+		/* Fault injection's held packets (reorder, the delay line): */
+		int64_t held = sr_net_tick(nic);
+
+		if (held >= 0 && (timeout < 0 || held < timeout))
+			timeout = held;
 	}
 	return NULL;
 }

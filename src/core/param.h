@@ -17,7 +17,7 @@
 	X(addr, STR, "", "bind the (first) device to this IP address instead of an interface's (IPv4 or IPv6)") \
 	X(port, INT, 4791, "UDP port of the (first) device; when busy, another port is picked and encoded in the GID") \
 	X(mtu, INT, 0, "largest RoCE path MTU the port offers (256..4096); 0: derived from the interface MTU") \
-	X(fault, STR, "", "transmit fault injection, e.g. drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=1; after=N spares the first N packets") \
+	X(fault, STR, "", "transmit fault injection, e.g. drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=1; after=N spares the first N packets. delay=US,jitter=US hold each packet for delay +- a uniform jitter, us, sent by the progress thread when due; a FIFO: jitter never reorders (a real path's queue does not; netem's default does; reorder= is the knob for that, and an RTT estimator should be measured on jitter alone); at most limit=N packets held (default 1000, as netem), more are dropped (counter fault_delay_overflow). to=IP applies all of it only to packets for that address (one process, two paths); others pass untouched") \
 	X(pcap, STR, "", "write every packet sent and received, with IP/UDP headers, to this pcap file (%p: pid)") \
 	X(pin, BOOL, 0, "lock registered memory (mlock); then RLIMIT_MEMLOCK applies and reg_mr may fail with ENOMEM") \
 	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \

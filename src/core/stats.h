@@ -82,6 +82,8 @@
 	X(fault_dup, "fault injection: packets duplicated")                        \
 	X(fault_reorder, "fault injection: packets delayed behind the next one")   \
 	X(fault_corrupt, "fault injection: packets corrupted")                     \
+	X(fault_delayed, "fault injection: packets held in the delay line (delay, jitter)") \
+	X(fault_delay_overflow, "fault injection: packets dropped, the delay line full (limit)") \
 	X(async_events, "asynchronous events raised")                                \
 	X(rx_pauses, "progress thread left the socket to an application with completions to take") \
 	X(rx_pause_expired, "... and took it back, the completions still untaken (backlog_pause_us, buffer half full)") \

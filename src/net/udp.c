@@ -203,7 +203,7 @@ int sr_net_open(struct sr_nic *nic)
 	nic->fault = sr_fault_parse(p->fault, &err);
 	if (err) {
 		sr_err("SOFTRDMA_FAULT=%s: expected name=probability pairs "
-		       "(drop, dup, reorder, corrupt; seed=N)", p->fault);
+		       "(drop, dup, reorder, corrupt), delay=US, jitter=US, limit=N, to=IP, seed=N, after=N", p->fault);
 		return err;
 	}
 	if (p->pcap && *p->pcap) {
@@ -255,6 +255,7 @@ fail:
 }
 
 static void release_held(struct sr_nic *nic, struct sr_fault *f);
+static uint64_t release_delayed(struct sr_nic *nic, struct sr_fault *f, uint64_t now);
 
 void sr_net_close(struct sr_nic *nic)
 {
@@ -263,6 +264,9 @@ void sr_net_close(struct sr_nic *nic)
 	if (nic->fault && nic->fd >= 0) {
 		pthread_mutex_lock(&nic->fault->lock);
 		release_held(nic, nic->fault);
+		/* So do the packets of the delay line, early (the thread that would have sent
+		 * them has stopped). */
+		release_delayed(nic, nic->fault, UINT64_MAX);
 		pthread_mutex_unlock(&nic->fault->lock);
 	}
 	if (nic->fd >= 0)
@@ -518,6 +522,65 @@ static uint8_t *linearize(const struct iovec *iov, int n, size_t len)
 	return b;
 }
 
+/*
+ * The delay line (fault.h: delay, jitter, limit). Every packet the other faults let through
+ * is copied into a FIFO ring and sent when due: by the next packet sent through fault
+ * injection, or by the progress thread (sr_net_tick), which sleeps until the oldest one is due
+ * (a packet queued into an empty line kicks it, so it never sleeps past one). f->lock held.
+ */
+static int emit(struct sr_nic *nic, struct sr_fault *f, const struct sr_ipudp *t,
+		const struct sockaddr_storage *ss, socklen_t sl, struct iovec *iov, int n, size_t len)
+{
+	struct sr_fault_pkt *p;
+	bool was_empty;
+
+	if (!sr_fault_delays(f))
+		return send_iov(nic, t, ss, sl, iov, n, len);
+	if (!f->q) {
+		f->q = calloc(f->limit, sizeof(*f->q));
+		if (!f->q)
+			return send_iov(nic, t, ss, sl, iov, n, len);
+	}
+	if (f->q_n == f->limit) {
+		sr_stat_inc(&nic->stats, SR_STAT_fault_delay_overflow);
+		return 0;	/* a full queue on the path: the packet is lost */
+	}
+	p = &f->q[(f->q_head + f->q_n) % f->limit];
+	p->buf = linearize(iov, n, len);
+	if (!p->buf)
+		return send_iov(nic, t, ss, sl, iov, n, len);
+	p->len = len;
+	p->dst = *ss;
+	p->dlen = sl;
+	p->tuple = *t;
+	p->due = sr_fault_due(f, sr_now_ns());
+	was_empty = !f->q_n;
+	f->q_n++;
+	sr_stat_inc(&nic->stats, SR_STAT_fault_delayed);
+	if (was_empty)
+		sr_nic_kick(nic);	/* the thread may sleep with nothing else to time */
+	return 0;
+}
+
+/* Sends what the delay line holds that is due by `now` (all of it when now is UINT64_MAX);
+ * returns the due time of the next packet, 0 when none waits (f->lock held). */
+static uint64_t release_delayed(struct sr_nic *nic, struct sr_fault *f, uint64_t now)
+{
+	while (f->q_n) {
+		struct sr_fault_pkt *p = &f->q[f->q_head];
+		struct iovec v = { p->buf, p->len };
+
+		if (p->due > now)
+			return p->due;
+		send_iov(nic, &p->tuple, &p->dst, p->dlen, &v, 1, p->len);
+		free(p->buf);
+		p->buf = NULL;
+		f->q_head = (f->q_head + 1) % f->limit;
+		f->q_n--;
+	}
+	return 0;
+}
+
 /* Sends a packet held back by reorder injection (f->lock held). */
 static void release_held(struct sr_nic *nic, struct sr_fault *f)
 {
@@ -525,35 +588,39 @@ static void release_held(struct sr_nic *nic, struct sr_fault *f)
 
 	if (!f->held)
 		return;
-	send_iov(nic, &f->held_tuple, &f->held_dst, f->held_dlen, &v, 1, f->held_len);
+	emit(nic, f, &f->held_tuple, &f->held_dst, f->held_dlen, &v, 1, f->held_len);
 	free(f->held);
 	f->held = NULL;
 }
 
-/* Applies fault injection to one packet; returns true when the caller should send it. */
-static bool faulted(struct sr_nic *nic, const struct sr_ipudp *t, const struct sockaddr_storage *ss,
-		    socklen_t sl, struct iovec *iov, int n, size_t len)
+/* Applies fault injection to one packet that the filter selects; returns what sending it (or
+ * queueing it in the delay line) returned. */
+static int faulted(struct sr_nic *nic, const struct sr_ipudp *t, const struct sockaddr_storage *ss,
+		   socklen_t sl, struct iovec *iov, int n, size_t len)
 {
 	struct sr_fault *f = nic->fault;
 	struct iovec v;
 	uint8_t *copy;
+	int ret = 0;
 
 	pthread_mutex_lock(&f->lock);
+	if (f->q_n)
+		release_delayed(nic, f, sr_now_ns());
 	switch (sr_fault_decide(f)) {
 	case SR_FAULT_DROP:
 		sr_stat_inc(&nic->stats, SR_STAT_fault_drop);
 		break;
 	case SR_FAULT_DUP:
 		sr_stat_inc(&nic->stats, SR_STAT_fault_dup);
-		send_iov(nic, t, ss, sl, iov, n, len);
-		send_iov(nic, t, ss, sl, iov, n, len);
+		ret = emit(nic, f, t, ss, sl, iov, n, len);
+		emit(nic, f, t, ss, sl, iov, n, len);
 		release_held(nic, f);
 		break;
 	case SR_FAULT_REORDER:
 		copy = linearize(iov, n, len);
 		if (!copy || f->held) {
 			/* One packet is already waiting: this one overtakes it. */
-			send_iov(nic, t, ss, sl, iov, n, len);
+			ret = emit(nic, f, t, ss, sl, iov, n, len);
 			release_held(nic, f);
 			free(copy);
 			break;
@@ -578,34 +645,46 @@ static bool faulted(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 			v.iov_base = copy;
 			v.iov_len = len;
 			sr_stat_inc(&nic->stats, SR_STAT_fault_corrupt);
-			send_iov(nic, t, ss, sl, &v, 1, len);
+			ret = emit(nic, f, t, ss, sl, &v, 1, len);
 			free(copy);
 		}
 		release_held(nic, f);
 		break;
 	default:
-		pthread_mutex_unlock(&f->lock);
-		return true;
+		ret = emit(nic, f, t, ss, sl, iov, n, len);
+		release_held(nic, f);	/* the held packet now comes after this one */
+		break;
 	}
 	pthread_mutex_unlock(&f->lock);
-	return false;
+	return ret;
 }
 
-/* Sends a packet held too long by reorder injection (called by the progress thread); returns
- * true while a packet is still held (the thread then wakes again within a millisecond). */
-bool sr_net_tick(struct sr_nic *nic)
+/* Called by the progress thread: sends a packet held too long by reorder injection and the
+ * packets of the delay line that are due. Returns how long the thread may sleep before it must
+ * call again, ns (-1: nothing held). */
+int64_t sr_net_tick(struct sr_nic *nic)
 {
 	struct sr_fault *f = nic->fault;
-	bool held;
+	int64_t wait = -1;
+	uint64_t now, next;
 
-	if (!f || !f->held)
-		return false;
+	if (!f)
+		return -1;
 	pthread_mutex_lock(&f->lock);
-	if (f->held && sr_now_ns() - f->held_at > 1000000)
+	now = sr_now_ns();
+	if (f->held && now - f->held_at > 1000000)
 		release_held(nic, f);
-	held = f->held != NULL;
+	if (f->held)
+		wait = 1000000;
+	next = f->q_n ? release_delayed(nic, f, now) : 0;
+	if (next) {
+		int64_t left = (int64_t)(next - now);
+
+		if (wait < 0 || left < wait)
+			wait = left;
+	}
 	pthread_mutex_unlock(&f->lock);
-	return held;
+	return wait;
 }
 
 int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
@@ -618,7 +697,6 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	struct sockaddr_storage ss;
 	struct sr_ipudp t;
 	socklen_t sl;
-	int ret;
 
 	if (paylen > 65536 || hlen > 128)
 		return -EMSGSIZE;	/* no packet is larger: a segment is at most a UDP payload */
@@ -628,15 +706,9 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 		return 0;
 	build_packet(pkt, &t, hdr, hlen, pay, npay, paylen, len);
 	sl = sr_addr_to_sockaddr(dst, &ss);
-	if (nic->fault && !faulted(nic, &t, &ss, sl, &v, 1, len))
-		return 0;
-	ret = send_iov(nic, &t, &ss, sl, &v, 1, len);
-	if (nic->fault && nic->fault->held) {
-		pthread_mutex_lock(&nic->fault->lock);
-		release_held(nic, nic->fault);	/* the held packet now comes after this one */
-		pthread_mutex_unlock(&nic->fault->lock);
-	}
-	return ret;
+	if (nic->fault && sr_fault_selects(nic->fault, &t))
+		return faulted(nic, &t, &ss, sl, &v, 1, len);
+	return send_iov(nic, &t, &ss, sl, &v, 1, len);
 }
 
 /* ---- receive ------------------------------------------------------------------------------ */
