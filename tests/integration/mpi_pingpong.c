@@ -8,7 +8,13 @@
  * pattern of the next iteration; rank 0 checks that. Prints "SIZE ITERS USEC_PER_HALF_RTT" per
  * size and "PASS"; exits 1 at the first wrong byte, naming it.
  *
- *   mpi_pingpong [ITERS]   (default 100; sizes of 1 MiB and up run ITERS / 10 + 1 times)
+ *   mpi_pingpong [ITERS [MAX [FACTOR [fast]]]]
+ *
+ * ITERS: default 100; sizes of 1 MiB and up run ITERS / 10 + 1 times. Sizes go from 8 bytes
+ * to MAX (default 4 MiB) by FACTOR (default 4). "fast" (bench/mpi.sh) leaves the pattern out
+ * of the timed loop, whose fill and check of every byte would weigh on large messages as much
+ * as the transfer: the buffers are checked once per size instead, in an exchange after the
+ * timed one.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -42,27 +48,43 @@ static int check(const uint8_t *b, size_t size, int iter, int rank)
 
 int main(int argc, char **argv)
 {
-	const size_t max = 4u << 20;
+	const size_t max = argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : 4u << 20;
+	const size_t factor = argc > 3 ? (size_t)strtoull(argv[3], NULL, 0) : 4;
+	const int fast = argc > 4 && !strcmp(argv[4], "fast");
 	int rank, nranks, iters = argc > 1 ? atoi(argv[1]) : 100;
 	uint8_t *buf;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-	if (nranks != 2 || iters < 1) {
+	if (nranks != 2 || iters < 1 || max < 8 || factor < 2) {
 		if (!rank)
-			fprintf(stderr, "mpi_pingpong: needs 2 ranks and ITERS >= 1\n");
+			fprintf(stderr, "mpi_pingpong: needs 2 ranks, ITERS >= 1, MAX >= 8, FACTOR >= 2\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	buf = malloc(max);
 	if (!buf)
 		MPI_Abort(MPI_COMM_WORLD, 2);
-	for (size_t size = 8; size <= max; size *= 4) {
-		int n = size >= (1u << 20) ? iters / 10 + 1 : iters, bad = 0;
-		double t0;
+	for (size_t size = 8; size <= max; size *= factor) {
+		int n = size >= (1u << 20) ? iters / 10 + 1 : iters, n0 = 0, bad = 0;
+		double t0, t1 = 0;
 
 		MPI_Barrier(MPI_COMM_WORLD);
 		t0 = MPI_Wtime();
+		for (int it = 0; fast && it < n; it++) {
+			if (rank == 0) {
+				MPI_Send(buf, (int)size, MPI_BYTE, 1, it, MPI_COMM_WORLD);
+				MPI_Recv(buf, (int)size, MPI_BYTE, 1, it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			} else {
+				MPI_Recv(buf, (int)size, MPI_BYTE, 0, it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				MPI_Send(buf, (int)size, MPI_BYTE, 0, it, MPI_COMM_WORLD);
+			}
+		}
+		if (fast) {
+			t1 = MPI_Wtime();
+			n0 = n;
+			n = 1;	/* then one exchange with every byte checked */
+		}
 		for (int it = 0; it < n && !bad; it++) {
 			if (rank == 0) {
 				fill(buf, size, 2 * it);
@@ -81,7 +103,8 @@ int main(int argc, char **argv)
 		if (bad)
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		if (rank == 0)
-			printf("%zu %d %.2f\n", size, n, (MPI_Wtime() - t0) * 1e6 / n / 2);
+			printf("%zu %d %.2f\n", size, fast ? n0 : n,
+			       fast ? (t1 - t0) * 1e6 / n0 / 2 : (MPI_Wtime() - t0) * 1e6 / n / 2);
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == 0)
