@@ -218,6 +218,46 @@ int main(void)
 	CHECK(b->c.reads == 1 && b->c.bytes_read == 1 << 20 && b->c.errors == 0);
 	CHECK(a->c.errors >= 2);	/* the two past the end (the unaligned one is refused here) */
 
+	/* every path down: the server drops the session and its open (RTRS's DISCONNECTED);
+	 * the client fails IO at once, and remaps when a path is back */
+	rnd(buf, 65536, &seed);
+	CHECK_EQ(rnbd_clt_io(b, RNBD_OP_WRITE, 6 << 20, 65536, buf), 0);
+	memcpy(model + (6 << 20), buf, 65536);
+	CHECK_EQ(rnbd_local_sim(b->ctx, RNBD_LOCAL_DOWN), 0);
+	CHECK_EQ(rnbd_clt_io(b, RNBD_OP_READ, 6 << 20, 65536, back), -EIO);
+	CHECK_EQ(b->c.disconnects, 1);
+	CHECK_EQ(b->c.refused_down, 1);
+	/* the server really let the open go: another writer gets the device meanwhile */
+	struct rnbd_clt *y = client(st, "Y");
+	CHECK_EQ(rnbd_clt_open(y, "vol", RNBD_ACCESS_RW), 0);
+	/* a path is back: the remap's OPEN is refused while Y writes; IO waits, then fails */
+	b->remap_wait_ms = 300;
+	CHECK_EQ(rnbd_local_sim(b->ctx, RNBD_LOCAL_UP), 0);
+	CHECK_EQ(rnbd_clt_io(b, RNBD_OP_READ, 6 << 20, 65536, back), -EIO);
+	CHECK(b->c.remap_failures >= 1);
+	CHECK_EQ(b->c.remaps, 0);
+	/* Y leaves: the remap is retried (every second) and IO resumes */
+	CHECK_EQ(rnbd_clt_close(y), 0);
+	rnbd_clt_free(y);
+	b->remap_wait_ms = 10000;
+	memset(back, 0, 65536);
+	CHECK_EQ(rnbd_clt_io(b, RNBD_OP_READ, 6 << 20, 65536, back), 0);
+	CHECK(!memcmp(back, model + (6 << 20), 65536));
+	CHECK_EQ(b->c.remaps, 1);
+	/* the server replaced the session without the client seeing a path go: the IO it
+	 * answers with ENOTCONN asks for a remap and is sent again */
+	CHECK_EQ(rnbd_local_sim(b->ctx, RNBD_LOCAL_RESET), 0);
+	rnd(buf, 65536, &seed);
+	CHECK_EQ(rnbd_clt_io(b, RNBD_OP_WRITE | RNBD_F_FUA, 6 << 20, 65536, buf), 0);
+	memcpy(model + (6 << 20), buf, 65536);
+	CHECK_EQ(b->c.remaps, 2);
+	CHECK(b->c.resent >= 1);
+	CHECK(disk_is_model());
+	/* and the access rules hold again: b is the writer */
+	y = client(st, "Y");
+	CHECK_EQ(rnbd_clt_open(y, "vol", RNBD_ACCESS_RW), -EPERM);
+	rnbd_clt_free(y);
+
 	rnbd_clt_free(a);
 	rnbd_clt_free(b);
 	rnbd_clt_free(m);

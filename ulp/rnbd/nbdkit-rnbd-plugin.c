@@ -66,6 +66,8 @@ static int rnbd_config(const char *key, const char *value)
 		rtrs_opts.hb_missed_max = atoi(value);
 	} else if (!strcmp(key, "reconnect_delay_ms")) {
 		rtrs_opts.reconnect_delay_ms = atoi(value);
+	} else if (!strcmp(key, "fail_timeout_ms")) {
+		rtrs_opts.fail_timeout_ms = atoi(value);
 	} else if (!strcmp(key, "stats")) {
 		stats_file = value;
 	} else if (!strcmp(key, "local")) {
@@ -120,7 +122,8 @@ static int rnbd_config_complete(void)
 	"local=DIR                run the RNBD server in this process, exporting DIR\n" \
 	"stats=FILE               the counters, rewritten every second while nbdkit runs\n" \
 	"rtrs_stats_dir=DIR       where RTRS writes its per-path counters\n" \
-	"hb_interval_ms=N hb_missed=N reconnect_delay_ms=N   RTRS heartbeats and reconnects"
+	"hb_interval_ms=N hb_missed=N reconnect_delay_ms=N   RTRS heartbeats and reconnects\n" \
+	"fail_timeout_ms=N        a request no path takes fails after N ms (RTRS: 30000)"
 
 /* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
 static void stats_write(void)
@@ -240,9 +243,21 @@ static int rnbd_can_trim(void *h) { return clt->a.max_discard_sectors != 0; }
 static int rnbd_can_zero(void *h) { return 1; }
 static int rnbd_is_rotational(void *h) { return 0; }
 
+/* The errno NBD carries: its own set (EPERM EIO ENOMEM EINVAL ENOSPC EOVERFLOW ENOTSUP
+ * ESHUTDOWN); a transport's (ENOTCONN, ETIMEDOUT, ECONNABORTED, ...) is an EIO to the client. */
 static int fail(int rc)
 {
-	nbdkit_set_error(rc < 0 ? -rc : rc);
+	int e = rc < 0 ? -rc : rc;
+
+	nbdkit_debug("rnbd: request failed: %s", strerror(e));
+	switch (e) {
+	case EPERM: case EIO: case ENOMEM: case EINVAL: case ENOSPC: case EOVERFLOW:
+	case EOPNOTSUPP: case EROFS:
+		break;
+	default:
+		e = EIO;
+	}
+	nbdkit_set_error(e);
 	return -1;
 }
 

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rnbd-clt.h"
 
@@ -61,6 +62,8 @@ static void send_one(struct rnbd_clt *c, struct waiter *w, int dir, const void *
 		waiter_done(w, rc);
 }
 
+static int sess_info(struct rnbd_clt *c, uint8_t *ver);
+
 int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, void *data,
 		 size_t datalen)
 {
@@ -73,8 +76,6 @@ int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, vo
 
 int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **out)
 {
-	struct rnbd_msg_sess_info m;
-	struct rnbd_msg_sess_info_rsp rsp;
 	struct rnbd_clt *c = calloc(1, sizeof(*c));
 	int rc;
 
@@ -85,13 +86,15 @@ int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **
 	c->ops = ops;
 	c->ctx = ctx;
 	pthread_mutex_init(&c->rmw_lock, NULL);
-	rnbd_enc_sess_info(&m, RNBD_PROTO_VER_MAJOR);
-	memset(&rsp, 0, sizeof(rsp));
-	rc = rnbd_clt_raw(c, RNBD_DIR_READ, &m, sizeof(m), &rsp, sizeof(rsp));
-	if (!rc)
-		rc = rnbd_dec_sess_info_rsp(&rsp, sizeof(rsp), &c->ver);
-	if (!rc && c->ver != RNBD_PROTO_VER_MAJOR)
-		rc = -EPROTONOSUPPORT;
+	pthread_mutex_init(&c->st_lock, NULL);
+	pthread_condattr_t ca;	/* timed waits on CLOCK_MONOTONIC (deadline_in) */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->st_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	c->state = RNBD_CLT_MAPPED;
+	c->remap_wait_ms = 10000;
+	rc = sess_info(c, &c->ver);
 	if (rc) {
 		rnbd_clt_free(c);
 		return rc;
@@ -100,7 +103,26 @@ int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **
 	return 0;
 }
 
-int rnbd_clt_open(struct rnbd_clt *c, const char *name, unsigned mode)
+/* SESS_INFO: the negotiated version, 0 or -errno. */
+static int sess_info(struct rnbd_clt *c, uint8_t *ver)
+{
+	struct rnbd_msg_sess_info m;
+	struct rnbd_msg_sess_info_rsp rsp;
+	int rc;
+
+	rnbd_enc_sess_info(&m, RNBD_PROTO_VER_MAJOR);
+	memset(&rsp, 0, sizeof(rsp));
+	rc = rnbd_clt_raw(c, RNBD_DIR_READ, &m, sizeof(m), &rsp, sizeof(rsp));
+	if (!rc)
+		rc = rnbd_dec_sess_info_rsp(&rsp, sizeof(rsp), ver);
+	if (!rc && *ver != RNBD_PROTO_VER_MAJOR)
+		rc = -EPROTONOSUPPORT;
+	return rc;
+}
+
+/* OPEN of name in mode: the attributes and the transfer limit, 0 or -errno. */
+static int do_open(struct rnbd_clt *c, const char *name, unsigned mode, struct rnbd_dev_attrs *a,
+		   uint32_t *max_io)
 {
 	struct rnbd_msg_open m;
 	struct rnbd_msg_open_rsp rsp;
@@ -113,17 +135,128 @@ int rnbd_clt_open(struct rnbd_clt *c, const char *name, unsigned mode)
 	rc = rnbd_clt_raw(c, RNBD_DIR_READ, &m, sizeof(m), &rsp, sizeof(rsp));
 	if (rc)
 		return rc;
-	rc = rnbd_dec_open_rsp(&rsp, sizeof(rsp), &c->a);
+	rc = rnbd_dec_open_rsp(&rsp, sizeof(rsp), a);
 	if (rc)
 		return rc;
+	xmax = c->ops->max_io(c->ctx) & ~(RNBD_SECTOR_SIZE - 1);
+	*max_io = a->max_hw_sectors << RNBD_SECTOR_SHIFT;
+	if (!*max_io || *max_io > xmax)
+		*max_io = xmax;
+	return *max_io ? 0 : -EPROTO;
+}
+
+static void link_cb(void *arg, int ev)
+{
+	struct rnbd_clt *c = arg;
+
+	pthread_mutex_lock(&c->st_lock);
+	if (ev == RNBD_LINK_DOWN) {
+		c->downs++;
+		c->state = RNBD_CLT_DISCONNECTED;
+		c->remap_req = false;
+		atomic_fetch_add(&c->c.disconnects, 1);
+	} else {
+		c->state = RNBD_CLT_REMAPPING;
+		c->remap_req = true;
+	}
+	pthread_cond_broadcast(&c->st_cv);
+	pthread_mutex_unlock(&c->st_lock);
+}
+
+static void deadline_in(struct timespec *t, unsigned ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
+/* The remap thread: SESS_INFO and OPEN again when asked; retried every second while a path
+ * is up and the server refuses (another writer took the device meanwhile, ...). */
+static void *remap_main(void *arg)
+{
+	struct rnbd_clt *c = arg;
+	struct timespec t;
+
+	pthread_mutex_lock(&c->st_lock);
+	while (!c->stopping) {
+		if (!c->remap_req) {
+			pthread_cond_wait(&c->st_cv, &c->st_lock);
+			continue;
+		}
+		c->remap_req = false;
+		if (!c->open)	/* closed meanwhile: nothing to map */
+			continue;
+		uint64_t downs = c->downs;
+		pthread_mutex_unlock(&c->st_lock);
+
+		struct rnbd_dev_attrs a;
+		uint32_t max_io = 0;
+		uint8_t ver = 0;
+		int rc = sess_info(c, &ver);
+		if (!rc)
+			rc = do_open(c, c->name, c->mode, &a, &max_io);
+		if (!rc && a.nsectors != c->a.nsectors)
+			fprintf(stderr, "rnbd: %s: size changed at remap (%llu -> %llu sectors)\n",
+				c->name, (unsigned long long)c->a.nsectors,
+				(unsigned long long)a.nsectors);
+
+		pthread_mutex_lock(&c->st_lock);
+		if (c->stopping)
+			break;
+		if (!rc && c->downs == downs) {
+			c->ver = ver;
+			__atomic_store_n(&c->a.device_id, a.device_id, __ATOMIC_RELEASE);
+			c->a.max_discard_sectors = a.max_discard_sectors;
+			c->a.max_write_zeroes_sectors = a.max_write_zeroes_sectors;
+			c->max_io = max_io < c->max_io ? max_io : c->max_io;
+			c->state = RNBD_CLT_MAPPED;
+			c->gen++;
+			atomic_fetch_add(&c->c.remaps, 1);
+			pthread_cond_broadcast(&c->st_cv);
+			fprintf(stderr, "rnbd: %s remapped, device id %u\n", c->name, a.device_id);
+			continue;
+		}
+		if (rc) {
+			atomic_fetch_add(&c->c.remap_failures, 1);
+			fprintf(stderr, "rnbd: %s: remap failed: %s\n", c->name, strerror(-rc));
+		}
+		if (c->state == RNBD_CLT_DISCONNECTED || c->remap_req)
+			continue;	/* the next RNBD_LINK_UP asks again, or has */
+		/* a path is up but the server refused (or the paths went and came back
+		 * meanwhile): again in a second */
+		c->remap_req = true;
+		deadline_in(&t, 1000);
+		while (!c->stopping && pthread_cond_timedwait(&c->st_cv, &c->st_lock, &t) == 0)
+			if (c->state == RNBD_CLT_DISCONNECTED)
+				break;
+	}
+	pthread_mutex_unlock(&c->st_lock);
+	return NULL;
+}
+
+int rnbd_clt_open(struct rnbd_clt *c, const char *name, unsigned mode)
+{
+	int rc;
+
+	if (strlen(name) >= sizeof(c->name))
+		return -ENAMETOOLONG;
+	rc = do_open(c, name, mode, &c->a, &c->max_io);
+	if (rc)
+		return rc;
+	strcpy(c->name, name);
 	c->open = true;
 	c->mode = mode;
-	xmax = c->ops->max_io(c->ctx) & ~(RNBD_SECTOR_SIZE - 1);
-	c->max_io = c->a.max_hw_sectors << RNBD_SECTOR_SHIFT;
-	if (!c->max_io || c->max_io > xmax)
-		c->max_io = xmax;
-	if (!c->max_io)
-		return -EPROTO;
+	pthread_mutex_lock(&c->st_lock);
+	c->state = RNBD_CLT_MAPPED;
+	if (!c->thread_started)
+		c->thread_started = pthread_create(&c->remap_thread, NULL, remap_main, c) == 0;
+	pthread_mutex_unlock(&c->st_lock);
+	if (c->ops->set_link_cb)
+		c->ops->set_link_cb(c->ctx, link_cb, c);
 	return 0;
 }
 
@@ -142,8 +275,18 @@ void rnbd_clt_free(struct rnbd_clt *c)
 {
 	if (!c)
 		return;
+	if (c->ops->set_link_cb)
+		c->ops->set_link_cb(c->ctx, NULL, NULL);
+	pthread_mutex_lock(&c->st_lock);
+	c->stopping = true;
+	pthread_cond_broadcast(&c->st_cv);
+	pthread_mutex_unlock(&c->st_lock);
+	if (c->thread_started)	/* a remap under way ends within the transport's timeout */
+		pthread_join(c->remap_thread, NULL);
 	c->ops->close(c->ctx);
 	pthread_mutex_destroy(&c->rmw_lock);
+	pthread_mutex_destroy(&c->st_lock);
+	pthread_cond_destroy(&c->st_cv);
 	free(c);
 }
 
@@ -168,18 +311,16 @@ static void count(struct rnbd_clt *c, uint32_t op, uint64_t len, int rc)
 	}
 }
 
-int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf)
+/* One block request as messages to the server, waited for (no counting). */
+static int io_once(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf)
 {
 	uint32_t op = rnbd_op(rw), flags = rnbd_flags(rw), piece;
+	uint32_t id = __atomic_load_n(&c->a.device_id, __ATOMIC_ACQUIRE);
 	uint8_t *p = buf;
 	struct waiter w;
 	struct rnbd_msg_io *msgs;
 	size_t n, i;
 
-	if (!c->open)
-		return -ENOTCONN;
-	if ((off | len) & (RNBD_SECTOR_SIZE - 1) || op >= RNBD_OP_LAST)
-		return -EINVAL;
 	switch (op) {
 	case RNBD_OP_READ:
 	case RNBD_OP_WRITE:
@@ -196,12 +337,10 @@ int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, voi
 	}
 	if (op == RNBD_OP_FLUSH || (len == 0 && op == RNBD_OP_WRITE)) {
 		struct rnbd_msg_io m;
-		rnbd_enc_io(&m, c->a.device_id, 0, rw, 0, 0);
+		rnbd_enc_io(&m, id, 0, rw, 0, 0);
 		waiter_init(&w);
 		send_one(c, &w, RNBD_DIR_WRITE, &m, sizeof(m), NULL, 0);
-		int rc = waiter_wait(&w);
-		count(c, op, 0, rc);
-		return rc;
+		return waiter_wait(&w);
 	}
 	if (len == 0)
 		return 0;
@@ -219,18 +358,94 @@ int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, voi
 		uint32_t f = flags & ~(i ? RNBD_F_PREFLUSH : 0);
 		bool data = op == RNBD_OP_READ || op == RNBD_OP_WRITE;
 
-		rnbd_enc_io(&msgs[i], c->a.device_id, o >> RNBD_SECTOR_SHIFT, op | f, l, 0);
+		rnbd_enc_io(&msgs[i], id, o >> RNBD_SECTOR_SHIFT, op | f, l, 0);
 		send_one(c, &w, op == RNBD_OP_READ ? RNBD_DIR_READ : RNBD_DIR_WRITE, &msgs[i],
 			 sizeof(msgs[i]), data ? p + (size_t)i * piece : NULL, data ? l : 0);
 	}
 	int rc = waiter_wait(&w);
 	free(msgs);
+	return rc;
+}
+
+/*
+ * Waits until the device is mapped: 0 and the mapping's generation, or -EIO at once while
+ * every path is down (the kernel's client fails IO on a disconnected device the same way), or
+ * after remap_wait_ms of a remap that does not finish.
+ */
+static int wait_mapped(struct rnbd_clt *c, uint64_t *gen)
+{
+	struct timespec t;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->st_lock);
+	if (c->state == RNBD_CLT_REMAPPING) {
+		deadline_in(&t, c->remap_wait_ms);
+		while (c->state == RNBD_CLT_REMAPPING && !c->stopping)
+			if (pthread_cond_timedwait(&c->st_cv, &c->st_lock, &t))
+				break;
+	}
+	if (c->state != RNBD_CLT_MAPPED)
+		rc = -EIO;
+	*gen = c->gen;
+	pthread_mutex_unlock(&c->st_lock);
+	return rc;
+}
+
+/* The server answered ENOTCONN: it does not know our device id (its session was replaced).
+ * Asks for a remap unless one has happened since the request went out. */
+static void want_remap(struct rnbd_clt *c, uint64_t gen)
+{
+	pthread_mutex_lock(&c->st_lock);
+	if (c->gen == gen && c->state == RNBD_CLT_MAPPED && c->thread_started) {
+		c->state = RNBD_CLT_REMAPPING;
+		c->remap_req = true;
+		pthread_cond_broadcast(&c->st_cv);
+	}
+	pthread_mutex_unlock(&c->st_lock);
+}
+
+int rnbd_clt_io(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, void *buf)
+{
+	uint32_t op = rnbd_op(rw);
+	uint64_t gen;
+	int rc;
+
+	if (!c->open)
+		return -ENOTCONN;
+	if ((off | len) & (RNBD_SECTOR_SIZE - 1) || op >= RNBD_OP_LAST)
+		return -EINVAL;
+	for (int attempt = 0;; attempt++) {
+		rc = wait_mapped(c, &gen);
+		if (rc) {
+			atomic_fetch_add(&c->c.refused_down, 1);
+			break;
+		}
+		rc = io_once(c, rw, off, len, buf);
+		if (rc != -ENOTCONN || attempt == 2)
+			break;
+		/* sent again once remapped: a READ or WRITE of the same range, or a FLUSH, may
+		 * run twice (RTRS's fail-over gives the same at-least-once) */
+		want_remap(c, gen);
+		atomic_fetch_add(&c->c.resent, 1);
+	}
 	count(c, op, len, rc);
 	return rc;
 }
 
+static const char *state_str(int s)
+{
+	return s == RNBD_CLT_MAPPED ? "mapped" : s == RNBD_CLT_DISCONNECTED ? "disconnected" :
+	       "remapping";
+}
+
 void rnbd_clt_stats_print(struct rnbd_clt *c, FILE *f)
 {
+	int state;
+
+	pthread_mutex_lock(&c->st_lock);
+	state = c->state;
+	pthread_mutex_unlock(&c->st_lock);
+	fprintf(f, "state %s\n", c->open ? state_str(state) : "closed");
 	fprintf(f, "device_id %u\nnsectors %llu\nmax_io %u\n", c->a.device_id,
 		(unsigned long long)c->a.nsectors, c->max_io);
 	fprintf(f, "reads %llu\nwrites %llu\nflushes %llu\ndiscards %llu\nwrite_zeroes %llu\n",
@@ -240,6 +455,12 @@ void rnbd_clt_stats_print(struct rnbd_clt *c, FILE *f)
 	fprintf(f, "bytes_read %llu\nbytes_written %llu\nerrors %llu\n",
 		(unsigned long long)c->c.bytes_read, (unsigned long long)c->c.bytes_written,
 		(unsigned long long)c->c.errors);
+	fprintf(f, "disconnects %llu\nremaps %llu\nremap_failures %llu\nresent %llu\n"
+		"refused_down %llu\n", (unsigned long long)c->c.disconnects,
+		(unsigned long long)c->c.remaps, (unsigned long long)c->c.remap_failures,
+		(unsigned long long)c->c.resent, (unsigned long long)c->c.refused_down);
+	if (c->ops->stats)
+		c->ops->stats(c->ctx, f);
 }
 
 #define SECT_MASK ((uint64_t)RNBD_SECTOR_SIZE - 1)

@@ -28,6 +28,23 @@ struct rnbd_xport_ops {
 	/* Largest data of one request, bytes. */
 	uint32_t (*max_io)(void *ctx);
 	void (*close)(void *ctx);
+	/*
+	 * Optional. Registers fn, called with RNBD_LINK_DOWN when every path of the session is
+	 * down and RNBD_LINK_UP when one is back after that (RTRS's link events). Called from
+	 * the transport's thread: fn must not block.
+	 */
+	void (*set_link_cb)(void *ctx, void (*fn)(void *arg, int ev), void *arg);
+	/* Optional: the transport's per-path counters, one "path ..." line each. */
+	void (*stats)(void *ctx, FILE *f);
+};
+
+enum { RNBD_LINK_DOWN = 0, RNBD_LINK_UP = 1 };
+
+/* The state of the client's open device (as the kernel's rnbd-clt dev_state). */
+enum rnbd_clt_state {
+	RNBD_CLT_MAPPED = 0,		/* open on the server: IO goes out */
+	RNBD_CLT_DISCONNECTED = 1,	/* every path down: IO fails at once (EIO) */
+	RNBD_CLT_REMAPPING = 2,		/* a path is back: SESS_INFO and OPEN again; IO waits */
 };
 
 struct rnbd_clt {
@@ -36,16 +53,34 @@ struct rnbd_clt {
 	uint8_t ver;			/* negotiated major version */
 	bool open;
 	unsigned mode;
-	struct rnbd_dev_attrs a;	/* from OPEN_RSP */
+	char name[RNBD_NAME_MAX + 1];	/* the device, for a remap */
+	struct rnbd_dev_attrs a;	/* from OPEN_RSP (device_id changes at a remap) */
 	uint32_t max_io;		/* bytes: min(transport, device) */
 	pthread_mutex_t rmw_lock;	/* unaligned writes: one read-modify-write at a time */
+	/*
+	 * Remapping (the kernel's rnbd-clt does the same at RTRS's RECONNECTED): when every path
+	 * went down, the server dropped the session and the device's open with it; when a path
+	 * is back, a thread sends SESS_INFO and OPEN again and IO resumes with the new device
+	 * id. An IO the server answers with ENOTCONN (it does not know the id) also asks for a
+	 * remap and is sent again after it.
+	 */
+	pthread_mutex_t st_lock;
+	pthread_cond_t st_cv;
+	int state;			/* enum rnbd_clt_state, under st_lock */
+	uint64_t gen;			/* successful remaps so far, under st_lock */
+	uint64_t downs;			/* RNBD_LINK_DOWN events, under st_lock */
+	bool remap_req, stopping, thread_started;
+	pthread_t remap_thread;
+	unsigned remap_wait_ms;		/* IO waits this long for a remap under way (10000) */
 	struct {			/* counted per request (before splitting) */
 		_Atomic uint64_t reads, writes, flushes, discards, write_zeroes;
 		_Atomic uint64_t bytes_read, bytes_written, errors;
+		_Atomic uint64_t disconnects, remaps, remap_failures, resent, refused_down;
 	} c;
 };
 
-/* Counters as "name value" lines (the plugin's stats= file). */
+/* Counters as "name value" lines (the plugin's stats= file), then the transport's per-path
+ * lines. */
 void rnbd_clt_stats_print(struct rnbd_clt *c, FILE *f);
 
 /* SESS_INFO exchange; takes ownership of ctx (closed by rnbd_clt_free). 0 or -errno. */
@@ -89,6 +124,7 @@ int rnbd_local_new(const char *search_path, const char *sessname, const struct r
 struct rnbd_rtrs_opts {
 	const char *stats_dir;		/* RTRS's per-path counters; NULL: none */
 	unsigned hb_interval_ms, hb_missed_max, reconnect_delay_ms;	/* 0: RTRS's defaults */
+	unsigned fail_timeout_ms;	/* 0: RTRS's default */
 };
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		  const struct rnbd_rtrs_opts *ro, const struct rnbd_xport_ops **ops, void **ctx);
@@ -97,5 +133,14 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 struct rnbd_store;
 int rnbd_local_new_on(struct rnbd_store *st, const char *sessname,
 		      const struct rnbd_xport_ops **ops, void **ctx);
+/*
+ * Tests: what RTRS does to a session when its paths go. RNBD_LOCAL_DOWN: the server's session
+ * is freed (its devices closed, as the server does at DISCONNECTED), requests fail with
+ * ECONNABORTED, and the link callback gets RNBD_LINK_DOWN. RNBD_LOCAL_UP: a new server session
+ * (no device open), then RNBD_LINK_UP. RNBD_LOCAL_RESET: both, with no event at all (a session
+ * the server replaced without the client seeing every path down).
+ */
+enum { RNBD_LOCAL_DOWN, RNBD_LOCAL_UP, RNBD_LOCAL_RESET };
+int rnbd_local_sim(void *ctx, int what);
 
 #endif

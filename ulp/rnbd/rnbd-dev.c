@@ -50,6 +50,7 @@ struct rnbd_handle {
 	int dfd;		/* O_DIRECT, or -1 */
 	unsigned dio_align;
 	bool is_bdev;
+	bool secure_erase;	/* a block device that takes BLKSECDISCARD (probed at open) */
 	uint64_t size, nsectors;
 	uint16_t lbs, pbs;
 	pthread_mutex_t lock;
@@ -99,6 +100,9 @@ static void io_finish(struct rnbd_io *io, int err)
 	pthread_mutex_unlock(&h->lock);
 }
 
+static void io_complete(struct rnbd_io *io, int res);
+static void *secure_erase_main(void *arg);
+
 static struct io_uring_sqe *get_sqe(struct rnbd_store *st)
 {
 	struct io_uring_sqe *sqe;
@@ -118,6 +122,16 @@ static void io_queue(struct rnbd_io *io)
 	struct io_uring_sqe *sqe;
 	int fd = io->direct ? h->dfd : h->fd;
 
+	if (io->stage == ST_MAIN && io->r.op == RNBD_OP_SECURE_ERASE) {
+		pthread_t t;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &at, secure_erase_main, io))
+			io_complete(io, -ENOMEM);
+		pthread_attr_destroy(&at);
+		return;
+	}
 	pthread_mutex_lock(&st->sq_lock);
 	sqe = get_sqe(st);
 	if (io->stage == ST_PREFLUSH || io->stage == ST_POSTSYNC || io->r.op == RNBD_OP_FLUSH) {
@@ -138,6 +152,18 @@ static void io_queue(struct rnbd_io *io)
 	io_uring_sqe_set_data(sqe, io);
 	io_uring_submit(&st->ring);
 	pthread_mutex_unlock(&st->sq_lock);
+}
+
+/* SECURE_ERASE of a block device: io_uring has no such op, so BLKSECDISCARD on a thread of
+ * its own (rare, and it may take long). */
+static void *secure_erase_main(void *arg)
+{
+	struct rnbd_io *io = arg;
+	uint64_t range[2] = { io->r.sector << RNBD_SECTOR_SHIFT, io->r.bi_size };
+	int res = ioctl(io->h->fd, BLKSECDISCARD, range) < 0 ? -errno : 0;
+
+	io_complete(io, res);
+	return NULL;
 }
 
 /* WRITE_ZEROES where fallocate cannot zero: plain writes of zeroes (engine thread). */
@@ -205,6 +231,10 @@ static void io_complete(struct rnbd_io *io, int res)
 	case RNBD_OP_DISCARD:
 		/* discarding is advisory: a file system or device that cannot keeps the data */
 		if (res < 0 && res != -EOPNOTSUPP)
+			return io_finish(io, res);
+		break;
+	case RNBD_OP_SECURE_ERASE:	/* not advisory: the device said it can */
+		if (res < 0)
 			return io_finish(io, res);
 		break;
 	case RNBD_OP_WRITE_ZEROES:
@@ -409,6 +439,12 @@ int rnbd_store_open(struct rnbd_store *st, const char *sessname, const char *nam
 			h->lbs = lbs;
 		if (ioctl(fd, BLKPBSZGET, &pbs) == 0 && pbs >= h->lbs && pbs <= 32768)
 			h->pbs = pbs;
+		/* Secure erase: the kernel's ioctl says EOPNOTSUPP for a device without it before
+		 * it looks at the range, EINVAL for this unaligned one otherwise (nothing erased) */
+		if (mode != RNBD_ACCESS_RO) {
+			uint64_t probe[2] = { 1, 0 };
+			h->secure_erase = ioctl(fd, BLKSECDISCARD, probe) < 0 && errno == EINVAL;
+		}
 	} else {
 		h->size = sb.st_size;
 	}
@@ -517,7 +553,9 @@ void rnbd_handle_attrs(const struct rnbd_handle *h, struct rnbd_dev_attrs *a)
 		a->max_write_zeroes_sectors = max_range;
 		a->discard_granularity = h->pbs;
 	}
-	a->secure_discard = 0;
+	/* the kernel's server sends the device's max_secure_erase_sectors (in 16 bits); a file
+	 * or a device without secure erase: 0, and SECURE_ERASE is EOPNOTSUPP */
+	a->secure_discard = h->secure_erase ? 0xfff8 : 0;
 	a->cache_policy = RNBD_WRITEBACK | RNBD_FUA;
 }
 
@@ -539,7 +577,9 @@ void rnbd_handle_submit(struct rnbd_handle *h, const struct rnbd_req *r, void *d
 		rc = -EINVAL;
 	if (!rc && writes && h->mode == RNBD_ACCESS_RO)
 		rc = -EPERM;
-	if (!rc && r->op == RNBD_OP_SECURE_ERASE)	/* OPEN_RSP says secure_discard = 0 */
+	/* as the kernel's block layer answers it for a device without secure erase (and a file
+	 * has none) */
+	if (!rc && r->op == RNBD_OP_SECURE_ERASE && !h->secure_erase)
 		rc = -EOPNOTSUPP;
 	if (!rc && r->op >= RNBD_OP_LAST)
 		rc = -EOPNOTSUPP;
@@ -566,7 +606,8 @@ void rnbd_handle_submit(struct rnbd_handle *h, const struct rnbd_req *r, void *d
 	case RNBD_OP_READ: atomic_fetch_add(&d->c.reads, 1); break;
 	case RNBD_OP_WRITE: atomic_fetch_add(&d->c.writes, 1); break;
 	case RNBD_OP_FLUSH: atomic_fetch_add(&d->c.flushes, 1); break;
-	case RNBD_OP_DISCARD: atomic_fetch_add(&d->c.discards, 1); break;
+	case RNBD_OP_DISCARD:
+	case RNBD_OP_SECURE_ERASE: atomic_fetch_add(&d->c.discards, 1); break;
 	default: atomic_fetch_add(&d->c.write_zeroes, 1); break;
 	}
 	if (r->op == RNBD_OP_READ || r->op == RNBD_OP_WRITE) {

@@ -5,6 +5,8 @@
  * kernel's rnbd-clt sends them.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +16,58 @@
 struct rx {
 	struct rtrs_clt *clt;
 	struct rtrs_attrs attrs;
+	pthread_mutex_t lock;		/* the link callback */
+	void (*link_fn)(void *arg, int ev);
+	void *link_arg;
 };
+
+/* RTRS's session events (its event thread) to the client's callback. */
+static void rx_link_ev(void *priv, enum rtrs_clt_link_ev ev)
+{
+	struct rx *x = priv;
+
+	pthread_mutex_lock(&x->lock);
+	if (x->link_fn)
+		x->link_fn(x->link_arg, ev == RTRS_CLT_LINK_EV_DISCONNECTED ? RNBD_LINK_DOWN :
+							    RNBD_LINK_UP);
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void rx_set_link_cb(void *ctx, void (*fn)(void *arg, int ev), void *arg)
+{
+	struct rx *x = ctx;
+
+	pthread_mutex_lock(&x->lock);
+	x->link_fn = fn;
+	x->link_arg = arg;
+	pthread_mutex_unlock(&x->lock);
+}
+
+static const char *path_state_str(int s)
+{
+	static const char *const n[] = { "connecting", "connected", "reconnecting", "dead",
+					 "closed" };
+	return s >= 0 && s < 5 ? n[s] : "?";
+}
+
+/* One line per path: RTRS's counters (requests, bytes, fail-overs, reconnects, errors). */
+static void rx_stats(void *ctx, FILE *f)
+{
+	struct rx *x = ctx;
+	struct rtrs_path_stats ps[16];
+	int n = rtrs_clt_path_stats(x->clt, ps, 16);
+
+	for (int i = 0; i < n && i < 16; i++)
+		fprintf(f, "path %d dst %s src %s state %s inflight %u reqs_read %llu "
+			"reqs_write %llu bytes_read %llu bytes_write %llu failovers %llu "
+			"reconnects %llu errors %llu hb_rtt_us %u hb_missed_total %llu\n", i,
+			ps[i].dst, ps[i].src, path_state_str(ps[i].state), ps[i].inflight,
+			(unsigned long long)ps[i].reqs_read, (unsigned long long)ps[i].reqs_write,
+			(unsigned long long)ps[i].bytes_read, (unsigned long long)ps[i].bytes_write,
+			(unsigned long long)ps[i].failovers, (unsigned long long)ps[i].reconnects,
+			(unsigned long long)ps[i].errors, ps[i].hb_rtt_us,
+			(unsigned long long)ps[i].hb_missed_total);
+}
 
 static int rx_request(void *ctx, int dir, const void *usr, size_t usrlen, void *data,
 		      size_t datalen, rnbd_done_fn done, void *priv)
@@ -41,6 +94,7 @@ static void rx_close(void *ctx)
 	struct rx *x = ctx;
 
 	rtrs_clt_close(x->clt);
+	pthread_mutex_destroy(&x->lock);
 	free(x);
 }
 
@@ -48,6 +102,8 @@ static const struct rnbd_xport_ops rx_ops = {
 	.request = rx_request,
 	.max_io = rx_max_io,
 	.close = rx_close,
+	.set_link_cb = rx_set_link_cb,
+	.stats = rx_stats,
 };
 
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
@@ -74,8 +130,13 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		rc = -ENOMEM;
 		goto free_src;
 	}
+	pthread_mutex_init(&x->lock, NULL);
 	rtrs_clt_opts_init(&o);
 	o.stats_dir = ro->stats_dir;
+	o.link_ev = rx_link_ev;
+	o.priv = x;
+	if (ro->fail_timeout_ms)
+		o.fail_timeout_ms = ro->fail_timeout_ms;
 	if (ro->hb_interval_ms)
 		o.hb_interval_ms = ro->hb_interval_ms;
 	if (ro->hb_missed_max)
@@ -85,12 +146,14 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 	x->clt = rtrs_clt_open(sessname, pa, n, &o);
 	if (!x->clt) {
 		rc = -errno;
+		pthread_mutex_destroy(&x->lock);
 		free(x);
 		goto free_src;
 	}
 	rc = rtrs_clt_query(x->clt, &x->attrs);
 	if (rc) {
 		rtrs_clt_close(x->clt);
+		pthread_mutex_destroy(&x->lock);
 		free(x);
 		rc = -rc;
 		goto free_src;

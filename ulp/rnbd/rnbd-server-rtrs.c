@@ -117,3 +117,24 @@ uint32_t rnbd_server_max_io(void)
 	rtrs_srv_opts_init(&o);
 	return o.chunk_size - o.max_hdr_size;
 }
+
+void rnbd_server_xport_stats(struct rnbd_server *srv, FILE *f)
+{
+	static const char *const st[] = { "connecting", "connected", "reconnecting", "dead",
+					  "closed" };
+	struct rtrs_path_stats ps[64];
+	int n;
+
+	if (!srv->xport)
+		return;
+	n = rtrs_srv_path_stats(srv->xport, ps, 64);
+	for (int i = 0; i < n && i < 64; i++)
+		fprintf(f, "path %s src %s dst %s state %s inflight %u reqs_read %llu reqs_write %llu "
+			"bytes_read %llu bytes_write %llu errors %llu bad_msgs %llu hb_missed_total "
+			"%llu\n", ps[i].sessname, ps[i].src, ps[i].dst,
+			ps[i].state >= 0 && ps[i].state < 5 ? st[ps[i].state] : "?", ps[i].inflight,
+			(unsigned long long)ps[i].reqs_read, (unsigned long long)ps[i].reqs_write,
+			(unsigned long long)ps[i].bytes_read, (unsigned long long)ps[i].bytes_write,
+			(unsigned long long)ps[i].errors, (unsigned long long)ps[i].bad_msgs,
+			(unsigned long long)ps[i].hb_missed_total);
+}

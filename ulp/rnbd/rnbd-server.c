@@ -83,6 +83,7 @@ static void stats_write(struct rnbd_server *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	rnbd_store_foreach(s->st, print_dev, f);
+	rnbd_server_xport_stats(s, f);
 	if (fclose(f) == 0)
 		rename(tmp, s->stats_file);
 }

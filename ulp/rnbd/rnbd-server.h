@@ -4,6 +4,7 @@
 #define RNBD_SERVER_H
 
 #include <pthread.h>
+#include <stdio.h>
 
 #include "rnbd-srv.h"
 
@@ -25,6 +26,8 @@ struct rnbd_server {
 /* The transport: listen, create an rnbd_srv_sess per session it brings, feed it messages. */
 int rnbd_server_start(struct rnbd_server *s);
 void rnbd_server_stop(struct rnbd_server *s);
+/* The transport's per-path counters, one "path ..." line each. */
+void rnbd_server_xport_stats(struct rnbd_server *s, FILE *f);
 /* The transport's largest IO (its chunk less its header room), the default of --max-io. */
 uint32_t rnbd_server_max_io(void);
 
