@@ -9,7 +9,13 @@
 # >= the queue depth, an offset outside the chunk, a user header longer than its offset, a READ
 # descriptor longer than a chunk, a READ with no descriptor: each closes the path (the server
 # says which check), the client reconnects and a byte-checked WRITE+READ works after each.
+# always_invalidate (the server's default): the policy runs above are with it on, one more
+# round-robin run with it off (rtrs-test server -i 0); chunk keys renewed only when on. Then
+# `rtrs-test oldkey`: after a WRITE's response, a plain RDMA WRITE with the key that request
+# used gets a remote access error and the chunk is unchanged (read back through the other
+# path); against the server with it off, the same WRITE lands (the check can fail).
 #   RTRS_TEST_IOS=N   fewer IOs by hand (the committed test does 10,000)
+#   RTRS_TEST_ONLY=hostile   only the hostile client and the old-key check
 
 . "$(dirname "$0")/lib.sh"
 need_build
@@ -17,14 +23,20 @@ need_cmd timeout ss readelf
 RT=$SR_BUILD_DIR/bin/rtrs-test
 [ -x "$RT" ] || { echo "FAIL: no $RT (build first)" >&2; exit 1; }
 IOS=${RTRS_TEST_IOS:-10000}
+ONLY=${RTRS_TEST_ONLY:-}
 
-# --- hygiene: public headers only, public libraries only
+# --- hygiene: public headers only, public libraries only (the sanitizer build links its runtime)
+if [ "$ONLY" != hostile ]; then
 bad=$(grep -h '^#include' "$SR_SOURCE_DIR"/ulp/rtrs/*.[ch] | sort -u |
-	grep -v -E '^#include (<(infiniband/verbs|rdma/rdma_cma|arpa/inet|errno|fcntl|netdb|poll|pthread|signal|stddef|stdint|stdio|stdlib|string|time|unistd|sys/eventfd|sys/uio)\.h>|"rtrs(-proto|-common|-srv-check)?\.h")$')
+	grep -v -E '^#include (<(infiniband/verbs|rdma/rdma_cma|arpa/inet|dirent|errno|fcntl|netdb|poll|pthread|signal|stddef|stdint|stdio|stdlib|string|time|unistd|sys/eventfd|sys/uio)\.h>|"rtrs(-proto|-common|-srv-check)?\.h")$')
 sr_expect_eq "ulp/rtrs includes only libc, verbs, rdma_cm and its own headers" "" "$bad"
 needed=$(readelf -d "$RT" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
 extra=$(echo "$needed" | tr ' ' '\n' | grep -v -E '^(libibverbs\.so\.1|librdmacm\.so\.1|libc\.so\.6|libpthread\.so\.0|)$')
 sr_expect_eq "rtrs-test NEEDED only libibverbs, librdmacm, libc, pthread ($needed)" "" "$extra"
+[ -x "$SR_BUILD_DIR/bin/rtrs-stat" ] || sr_fail "no rtrs-stat"
+needed=$(readelf -d "$SR_BUILD_DIR/bin/rtrs-stat" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+sr_expect_eq "rtrs-stat NEEDED only libc ($needed)" "libc.so.6 " "$needed"
+fi
 
 # --- the server: two ports = two paths
 P1=$(sr_free_port) P2=$(sr_free_port)
@@ -34,7 +46,8 @@ SR_BG+=($!)
 SPID=$!
 sr_wait_listen "$P2" "$SPID" "" 20 || { sr_tail "$SR_TMP/srv.out"; sr_fail "server listens"; sr_finish; }
 
-for pol in rr mi ml; do
+[ "$ONLY" = hostile ] && POLICIES="" || POLICIES="rr mi ml"
+for pol in $POLICIES; do
 	out=$SR_TMP/cli-$pol.out
 	if timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P1 -p 127.0.0.1:$P2 -n "$IOS" \
 		-P $pol -H 200 -s $RANDOM >"$out" 2>&1; then
@@ -54,7 +67,58 @@ for pol in rr mi ml; do
 		sr_expect_ge "rr: path 1 share >= 45%" $((IOS * 45 / 100)) "${r1:-0}"
 		sr_expect_ge "rr: path 2 share >= 45%" $((IOS * 45 / 100)) "${r2:-0}"
 	fi
+	k1=$(sed -n "s/^path 127.0.0.1:$P1 .*rkey_renewals=\([0-9]*\).*/\1/p" "$out")
+	sr_expect_ge "$pol: always_invalidate on: chunk keys renewed on path 1" 1 "${k1:-0}"
 done
+
+# --- always_invalidate off: a second server, the same 10,000 IOs round-robin
+P4=$(sr_free_port) P5=$(sr_free_port)
+timeout 200 "$SR" run -- "$RT" server -l 127.0.0.1:$P4 -l 127.0.0.1:$P5 -i 0 -t 150 \
+	>"$SR_TMP/srv0.out" 2>&1 &
+SR_BG+=($!)
+sr_wait_listen "$P5" "$!" "" 20 || { sr_tail "$SR_TMP/srv0.out"; sr_fail "server -i 0 listens"; sr_finish; }
+if [ "$ONLY" != hostile ]; then
+# (with its counters under $SR_TMP/stats, which rtrs-stat reads while it runs)
+out=$SR_TMP/cli-off.out
+mkdir -p "$SR_TMP/stats"
+RTRS_STATS_DIR=$SR_TMP/stats timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P4 \
+	-p 127.0.0.1:$P5 -n "$IOS" -T 5 -P rr -H 200 -s $RANDOM >"$out" 2>&1 &
+CPID=$!
+sleep 1.5
+timeout 20 "$SR_BUILD_DIR/bin/rtrs-stat" -w 1 -n 3 "$SR_TMP/stats" >"$SR_TMP/stat.out" 2>&1
+cat "$SR_TMP/stat.out"
+sr_wait_pid "$CPID" 110; rc=$?
+sr_expect_eq "always_invalidate off, rr: client exit" 0 "$rc"
+[ "$rc" = 0 ] || sr_tail "$out"
+# rounds 1 and 3: the client's path 1 line (PID clt SESSION REMOTE STATE INFL READS WRITES ...)
+reqs_round() { awk -v r="$1" -v d="127.0.0.1:$P4" '/^---/ { n++ } n == r && $2 == "clt" && $4 == d { print $7 + $8 }' "$SR_TMP/stat.out"; }
+q1=$(reqs_round 1) q3=$(reqs_round 3)
+echo "rtrs-stat: path 1 requests ${q1:-?} in round 1, ${q3:-?} in round 3"
+sr_expect_ge "rtrs-stat: the live session's request count moves" $(( ${q1:-0} + 1 )) "${q3:-0}"
+sr_expect_grep "rtrs-stat: the path's state and rate" "^[0-9]* *clt rtrs-test-[0-9]* *127.0.0.1:$P4 *connected .* [1-9][0-9]* *[0-9.]*\$" "$SR_TMP/stat.out"
+sr_expect_grep "always_invalidate off, rr: none failed, every byte right" \
+	"^ios=([0-9]*) completed=\\1 failed=0 mismatches=0" "$out"
+sr_expect_ge "always_invalidate off, rr: at least $IOS IOs" "$IOS" \
+	"$(sed -n 's/^ios=\([0-9]*\) .*/\1/p' "$out")"
+sr_expect_grep "always_invalidate off: no chunk key renewed" \
+	"^path 127.0.0.1:$P4 .*rkey_renewals=0$" "$out"
+fi
+
+# --- always_invalidate: the old key of a request is dead after its response
+out=$SR_TMP/oldkey.out
+timeout 60 "$SR" run -- "$RT" oldkey -p 127.0.0.1:$P1 -p 127.0.0.1:$P2 >"$out" 2>&1 ||
+	{ sr_fail "oldkey (on): exit $?"; sr_tail "$out"; }
+cat "$out" | grep '^oldkey'
+sr_expect_grep "always_invalidate on: the chunk key was renewed by the response" "renewed=1 " "$out"
+sr_expect_grep "always_invalidate on: a WRITE with the old key: remote access error" \
+	"status=remote access error " "$out"
+sr_expect_grep "always_invalidate on: the chunk is unchanged" "untouched=1 overwritten=0" "$out"
+out=$SR_TMP/oldkey0.out
+timeout 60 "$SR" run -- "$RT" oldkey -p 127.0.0.1:$P4 -p 127.0.0.1:$P5 >"$out" 2>&1 ||
+	{ sr_fail "oldkey (off): exit $?"; sr_tail "$out"; }
+cat "$out" | grep '^oldkey'
+sr_expect_grep "always_invalidate off (control): the same WRITE lands" \
+	"renewed=0 status=success untouched=0 overwritten=1" "$out"
 
 # --- hostile client (queue depth 500: chunk ids 500..511 fit the immediate's 9 id bits)
 P3=$(sr_free_port)

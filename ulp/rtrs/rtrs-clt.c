@@ -22,6 +22,7 @@
 #define CLT_IO_RECV_SIZE 64
 #define CLT_SVC_RECVS 8
 #define CLT_QD_CAP 1024	/* QPs are sized before the server's queue depth is known */
+#define CLT_WRID_TEST (UINT64_MAX - 1)
 
 struct clt_path;
 
@@ -52,6 +53,11 @@ struct clt_path {
 	struct ibv_pd *pd;
 	struct ibv_mr *data_mr, *msg_mr;
 	struct rtrs_sg_desc *rbufs;
+	/* NEW_RKEY sessions: a type 2 window per permit over its READ landing buffer, bound for
+	 * each READ on the permit's IO connection (req_con), invalidated by the server */
+	struct ibv_mw **rmw;
+	uint32_t *rmw_key;
+	uint8_t *rmw_bound;
 	int state, removing;
 	uint64_t state_ns, reconnect_at, hb_sent_ns;
 	int hb_wait;
@@ -94,6 +100,11 @@ struct rtrs_clt {
 	/* session, once the first CON_RSP came */
 	uint32_t qd, chunk, max_io, max_hdr;
 	unsigned int mem_bits;
+	int new_rkey;	/* CON_RSP had NEW_RKEY: the server's always_invalidate */
+	/* test hooks (rtrs-common.h) */
+	int force_path;
+	int64_t force_id;
+	int test_status;	/* completion status of the last rtrs_clt_test_raw2, -1 pending */
 	char *data;	/* qd x chunk: WRITE bounce and READ landing */
 	char *msg;	/* qd x (max_hdr + 8 + 16): READ requests */
 	size_t msg_stride;
@@ -184,6 +195,16 @@ static void path_teardown(struct clt_path *p)
 {
 	for (unsigned int i = 0; i < CLT_MAX_CONS; i++)
 		con_destroy(&p->cons[i]);
+	/* windows before the MR they are bound to */
+	for (uint32_t i = 0; p->rmw && i < p->clt->qd; i++)
+		if (p->rmw[i])
+			ibv_dealloc_mw(p->rmw[i]);
+	free(p->rmw);
+	free(p->rmw_key);
+	free(p->rmw_bound);
+	p->rmw = NULL;
+	p->rmw_key = NULL;
+	p->rmw_bound = NULL;
 	if (p->data_mr)
 		ibv_dereg_mr(p->data_mr);
 	if (p->msg_mr)
@@ -255,12 +276,21 @@ static struct clt_path *pick_path(struct rtrs_clt *c, struct clt_path *avoid)
 }
 
 /* Under c->mu: posts req on path p. Returns 0 or an errno. */
+static struct clt_con *req_con(struct clt_path *p, uint32_t id)
+{
+	/* NEW_RKEY: the server's window of chunk id serves one IO connection (its 1 + id mod
+	 * IO connections); the READ window of permit id lives there too */
+	return &p->cons[1 + id % (p->cid_num - 1)];
+}
+
 static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, const void *usr)
 {
-	struct clt_con *con = &p->cons[1 + (p->rr++ % (p->cid_num - 1))];
+	struct clt_con *con = c->new_rkey ? req_con(p, r->id) :
+			      &p->cons[1 + (p->rr++ % (p->cid_num - 1))];
 	char *data = c->data + (size_t)r->id * c->chunk;
 	struct ibv_sge sge;
 	uint32_t off;
+	struct ibv_send_wr pre[2], *head = NULL;
 
 	if (!con->qp)
 		return ENOTCONN;
@@ -286,8 +316,32 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 		if (usr)
 			memcpy(m, usr, r->usr_len);
 		struct rtrs_msg_rdma_read rd = { RTRS_MSG_READ, r->usr_len, 0, 1 };
-		memcpy(m + r->usr_len, &rd, sizeof(rd));
 		struct rtrs_sg_desc d = { (uintptr_t)data, p->data_mr->rkey, r->len };
+		if (p->rmw && r->len) {
+			/* the landing buffer of this READ only, through the permit's window with a
+			 * new key; the server invalidates it (SEND with invalidate) */
+			unsigned int k = 0;
+			if (p->rmw_bound[r->id]) {	/* not invalidated by the last answer */
+				pre[k] = (struct ibv_send_wr){ .wr_id = UINT64_MAX,
+							       .opcode = IBV_WR_LOCAL_INV,
+							       .invalidate_rkey = p->rmw_key[r->id] };
+				k++;
+			}
+			uint32_t nk = ibv_inc_rkey(p->rmw_key[r->id]);
+			pre[k] = (struct ibv_send_wr){ .wr_id = UINT64_MAX, .opcode = IBV_WR_BIND_MW };
+			pre[k].bind_mw.mw = p->rmw[r->id];
+			pre[k].bind_mw.rkey = nk;
+			pre[k].bind_mw.bind_info = (struct ibv_mw_bind_info){
+				p->data_mr, (uintptr_t)data, r->len, IBV_ACCESS_REMOTE_WRITE };
+			if (k)
+				pre[0].next = &pre[1];
+			head = &pre[0];
+			p->rmw_key[r->id] = nk;
+			p->rmw_bound[r->id] = 1;
+			d.key = nk;
+			rd.flags = RTRS_MSG_NEED_INVAL_F;
+		}
+		memcpy(m + r->usr_len, &rd, sizeof(rd));
 		memcpy(m + r->usr_len + sizeof(rd), &d, sizeof(d));
 		off = r->usr_len;
 		sge = (struct ibv_sge){ (uintptr_t)m, off + (uint32_t)(sizeof(rd) + sizeof(d)),
@@ -301,7 +355,15 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
 	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr;
 	wr.wr.rdma.rkey = p->rbufs[r->id].key;
-	if (ibv_post_send(con->qp, &wr, &bad))
+	if (head) {
+		struct ibv_send_wr *t = head;
+		while (t->next)
+			t = t->next;
+		t->next = &wr;
+	} else {
+		head = &wr;
+	}
+	if (ibv_post_send(con->qp, head, &bad))
 		return EIO;
 	r->path = p;
 	r->state = REQ_INFLIGHT;
@@ -355,6 +417,15 @@ static void path_fail(struct rtrs_clt *c, struct clt_path *p, int err)
 	if (p->state == RTRS_PATH_DEAD || p->state == RTRS_PATH_CLOSED)
 		return;
 	int was = p->state == RTRS_PATH_CONNECTED;
+	/* completions left in the CQs die with them; the test hook's status is kept */
+	for (unsigned int k = 0; k < CLT_MAX_CONS; k++) {
+		struct ibv_wc wc[16];
+		int n;
+		while (p->cons[k].cq && (n = ibv_poll_cq(p->cons[k].cq, 16, wc)) > 0)
+			for (int i = 0; i < n; i++)
+				if (wc[i].wr_id == CLT_WRID_TEST)
+					c->test_status = (int)wc[i].status;
+	}
 	path_teardown(p);
 	c->last_err = err;
 	if (p->removing || c->closing) {
@@ -415,12 +486,14 @@ static int post_imm0(struct clt_con *con, uint32_t imm)
 /* Under c->mu: the first CON_RSP sets the session up. */
 static int sess_setup(struct rtrs_clt *c, const struct rtrs_msg_conn_rsp *rsp)
 {
+	int nr = !!(rsp->flags & RTRS_MSG_NEW_RKEY_F);
 	if (c->qd) {
 		if (rsp->queue_depth != c->qd || rsp->max_io_size != c->max_io ||
-		    rsp->max_hdr_size != c->max_hdr)
+		    rsp->max_hdr_size != c->max_hdr || nr != c->new_rkey)
 			return EPROTO;
 		return 0;
 	}
+	c->new_rkey = nr;
 	if (!rsp->queue_depth || rsp->queue_depth > CLT_QD_CAP || rsp->max_hdr_size > 65535 ||
 	    !rsp->max_io_size)
 		return EPROTO;
@@ -468,7 +541,8 @@ static void on_established(struct rtrs_clt *c, struct clt_con *con, const void *
 	con->established = 1;
 	/* receive buffers: the service connection's big enough for INFO_RSP */
 	con->rsize = con->cid ? CLT_IO_RECV_SIZE : sizeof(struct rtrs_msg_info_rsp) + (size_t)c->qd * 16;
-	con->nrecv = con->cid ? c->qd + 8 : CLT_SVC_RECVS;
+	/* an answer may take two receives (SEND with invalidate, then the response) */
+	con->nrecv = con->cid ? 2 * c->qd + 8 : CLT_SVC_RECVS;
 	con->rbuf = calloc(con->nrecv, con->rsize);
 	con->rmr = con->rbuf ? ibv_reg_mr(p->pd, con->rbuf, con->nrecv * con->rsize,
 					  IBV_ACCESS_LOCAL_WRITE) : NULL;
@@ -485,7 +559,25 @@ static void on_established(struct rtrs_clt *c, struct clt_con *con, const void *
 		return;
 	/* every connection is up: register the session's buffers, ask for the chunks */
 	p->data_mr = ibv_reg_mr(p->pd, c->data, (size_t)c->qd * c->chunk,
-				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+				IBV_ACCESS_LOCAL_WRITE |
+				(c->new_rkey ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
+	if (p->data_mr && c->new_rkey) {
+		p->rmw = calloc(c->qd, sizeof(*p->rmw));
+		p->rmw_key = calloc(c->qd, sizeof(*p->rmw_key));
+		p->rmw_bound = calloc(c->qd, 1);
+		if (!p->rmw || !p->rmw_key || !p->rmw_bound) {
+			path_fail(c, p, ENOMEM);
+			return;
+		}
+		for (uint32_t i = 0; i < c->qd; i++) {
+			p->rmw[i] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_2);
+			if (!p->rmw[i]) {
+				path_fail(c, p, errno ? errno : EOPNOTSUPP);
+				return;
+			}
+			p->rmw_key[i] = p->rmw[i]->rkey;
+		}
+	}
 	p->msg_mr = ibv_reg_mr(p->pd, c->msg, (size_t)(c->qd + 1) * c->msg_stride,
 			       IBV_ACCESS_LOCAL_WRITE);
 	if (!p->data_mr || !p->msg_mr) {
@@ -563,7 +655,8 @@ static void on_route(struct rtrs_clt *c, struct clt_con *con)
 		return;
 	}
 	unsigned int qd = c->qd ? c->qd : CLT_QD_CAP;
-	unsigned int ns = con->cid ? qd + 16 : 64, nr = con->cid ? qd + 8 : CLT_SVC_RECVS;
+	/* per request: LOCAL_INV, bind, request; per answer: two receives */
+	unsigned int ns = con->cid ? 3 * qd + 16 : 64, nr = con->cid ? 2 * qd + 8 : CLT_SVC_RECVS;
 	struct ibv_comp_channel *ch = clt_cch(c, id->verbs);
 	con->cq = ch ? ibv_create_cq(id->verbs, (int)(ns + nr), con, ch, 0) : NULL;
 	if (!con->cq) {
@@ -596,6 +689,8 @@ static void on_route(struct rtrs_clt *c, struct clt_con *con)
 	if (rdma_connect(id, &cp))
 		path_fail(c, p, errno ? errno : EIO);
 }
+
+static void poll_con(struct rtrs_clt *c, struct clt_con *con);
 
 static void handle_cm(struct rtrs_clt *c)
 {
@@ -635,7 +730,12 @@ static void handle_cm(struct rtrs_clt *c)
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			path_fail(c, p, ECONNRESET);
+			/* what completed before the peer left counts (answers, errors) */
+			for (unsigned int k = 0; k < p->cid_num && con->id == e.id; k++)
+				if (p->cons[k].cq)
+					poll_con(c, &p->cons[k]);
+			if (con->id == e.id)
+				path_fail(c, p, ECONNRESET);
 			break;
 		default:
 			break;
@@ -651,6 +751,8 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 
 	while (con->cq && (n = ibv_poll_cq(con->cq, 16, wc)) > 0) {
 		for (int i = 0; i < n; i++) {
+			if (wc[i].wr_id == CLT_WRID_TEST)
+				c->test_status = (int)wc[i].status;
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				path_fail(c, p, EIO);
 				return;
@@ -659,7 +761,27 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 				continue;
 			p->st.hb_missed = 0;
 			p->hb_wait = 0;
-			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			int send_imm = wc[i].opcode == IBV_WC_RECV && (wc[i].wc_flags & IBV_WC_WITH_IMM);
+			if (send_imm) {
+				/* NEW_RKEY: the response is a SEND with immediate of RKEY_RSP, the
+				 * chunk's new key for this path */
+				struct rtrs_msg_rkey_rsp k;
+				const char *b = con->rbuf + wc[i].wr_id * con->rsize;
+				if (!c->new_rkey || wc[i].byte_len < sizeof(k) || !p->rbufs) {
+					path_fail(c, p, EPROTO);
+					return;
+				}
+				memcpy(&k, b, sizeof(k));
+				if (k.type != RTRS_MSG_RKEY_RSP || k.buf_id >= c->qd) {
+					path_fail(c, p, EPROTO);
+					return;
+				}
+				p->rbufs[k.buf_id].key = k.rkey;
+				p->st.rkey_renewals++;
+			}
+			if (wc[i].opcode == IBV_WC_RECV && (wc[i].wc_flags & IBV_WC_WITH_INV)) {
+				/* the server invalidated a READ window (the response follows) */
+			} else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM || send_imm) {
 				uint32_t t, pl, id;
 				int err;
 				rtrs_from_imm(be32toh(wc[i].imm_data), &t, &pl);
@@ -669,6 +791,20 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 					    c->reqs[id].path != p) {
 						path_fail(c, p, EPROTO);
 						return;
+					}
+					if (p->rmw && p->rmw_bound[id]) {
+						if (t == RTRS_IO_RSP_W_INV_IMM) {
+							p->rmw_bound[id] = 0;
+						} else {
+							/* not invalidated by the server: invalidated here
+							 * (ordered before the permit's next bind, which is
+							 * on the same connection) */
+							struct ibv_send_wr iw = {
+								.wr_id = UINT64_MAX, .opcode = IBV_WR_LOCAL_INV,
+								.invalidate_rkey = p->rmw_key[id] }, *bad;
+							if (!ibv_post_send(req_con(p, id)->qp, &iw, &bad))
+								p->rmw_bound[id] = 0;
+						}
 					}
 					req_done(c, &c->reqs[id], err);
 				} else if (t == RTRS_HB_ACK_IMM) {
@@ -859,6 +995,8 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 		return NULL;
 	}
 	snprintf(c->name, sizeof(c->name), "%s", sessname);
+	c->force_path = -1;
+	c->force_id = -1;
 	const char *sd = c->o.stats_dir ? c->o.stats_dir : getenv("RTRS_STATS_DIR");
 	if (sd)
 		snprintf(c->stats_dir, sizeof(c->stats_dir), "%s", sd);
@@ -1004,7 +1142,23 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 		}
 		pthread_cond_wait(&c->cv, &c->mu);
 	}
-	struct clt_req *r = &c->reqs[c->free_ids[--c->nfree]];
+	struct clt_req *r;
+	struct clt_path *fp = NULL;
+	if (c->force_id >= 0) {	/* test hook: this permit on this path */
+		uint32_t k = 0;
+		while (k < c->nfree && c->free_ids[k] != (uint32_t)c->force_id)
+			k++;
+		if (k == c->nfree || c->force_path < 0 || !path_usable(&c->paths[c->force_path])) {
+			pthread_mutex_unlock(&c->mu);
+			return EBUSY;
+		}
+		c->free_ids[k] = c->free_ids[--c->nfree];
+		r = &c->reqs[c->force_id];
+		fp = &c->paths[c->force_path];
+		c->force_id = -1;
+	} else {
+		r = &c->reqs[c->free_ids[--c->nfree]];
+	}
 	r->dir = dir;
 	r->conf = conf;
 	r->priv = priv;
@@ -1037,7 +1191,7 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 	} else if (usr_len) {
 		memcpy(c->msg + (size_t)r->id * c->msg_stride, usr, usr_len);
 	}
-	struct clt_path *p = pick_path(c, NULL);
+	struct clt_path *p = fp ? fp : pick_path(c, NULL);
 	if (p && req_post(c, r, p, NULL))
 		p = NULL;
 	/* no path now: the event thread places it or fails it after fail_timeout_ms */
@@ -1166,4 +1320,67 @@ int rtrs_clt_test_raw(struct rtrs_clt *c, uint32_t imm, const void *msg, size_t 
 	int r = ibv_post_send(p->cons[1].qp, &wr, &bad) ? EIO : 0;
 	pthread_mutex_unlock(&c->mu);
 	return r;
+}
+
+int rtrs_clt_test_force(struct rtrs_clt *c, int path, uint32_t id)
+{
+	if (path < 0 || path >= CLT_MAX_PATHS)
+		return EINVAL;
+	pthread_mutex_lock(&c->mu);
+	int err = id < c->qd ? 0 : EINVAL;
+	if (!err) {
+		c->force_path = path;
+		c->force_id = id;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return err;
+}
+
+int rtrs_clt_test_key(struct rtrs_clt *c, int path, uint32_t id, uint32_t *key, int *connected)
+{
+	if (path < 0 || path >= CLT_MAX_PATHS)
+		return EINVAL;
+	pthread_mutex_lock(&c->mu);
+	struct clt_path *p = &c->paths[path];
+	int err = id < c->qd && p->rbufs ? 0 : ENOENT;
+	if (!err)
+		*key = p->rbufs[id].key;
+	*connected = path_usable(p);
+	pthread_mutex_unlock(&c->mu);
+	return err;
+}
+
+int rtrs_clt_test_write_key(struct rtrs_clt *c, int path, uint32_t id, uint32_t off, uint32_t key,
+			    const void *msg, size_t len, int timeout_ms)
+{
+	if (path < 0 || path >= CLT_MAX_PATHS)
+		return -EINVAL;
+	pthread_mutex_lock(&c->mu);
+	struct clt_path *p = &c->paths[path];
+	if (!path_usable(p) || !c->nfree || id >= c->qd || len > c->chunk ||
+	    off > c->chunk - len) {
+		pthread_mutex_unlock(&c->mu);
+		return -EINVAL;
+	}
+	char *buf = c->data + (size_t)c->free_ids[c->nfree - 1] * c->chunk;
+	memcpy(buf, msg, len);
+	struct ibv_sge sge = { (uintptr_t)buf, (uint32_t)len, p->data_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = CLT_WRID_TEST, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	wr.wr.rdma.remote_addr = p->rbufs[id].addr + off;
+	wr.wr.rdma.rkey = key;
+	c->test_status = -1;
+	struct clt_con *con = c->new_rkey ? req_con(p, id) : &p->cons[1];
+	if (ibv_post_send(con->qp, &wr, &bad)) {
+		pthread_mutex_unlock(&c->mu);
+		return -EIO;
+	}
+	for (int waited = 0; c->test_status < 0 && waited < timeout_ms; waited += 10) {
+		pthread_mutex_unlock(&c->mu);
+		usleep(10000);
+		pthread_mutex_lock(&c->mu);
+	}
+	int st = c->test_status;
+	pthread_mutex_unlock(&c->mu);
+	return st < 0 ? -ETIMEDOUT : st;
 }

@@ -38,3 +38,17 @@ const char *rtrs_state_name(int state);
 struct rtrs_clt;
 int rtrs_clt_test_raw(struct rtrs_clt *clt, uint32_t imm, const void *msg, size_t len,
 		      uint32_t chunk, uint32_t off);
+
+/* Test hooks for rtrs-test's always_invalidate check (not public API).
+ * rtrs_clt_test_force: the next rtrs_clt_request takes permit id (EBUSY if it is not free)
+ * and goes on path index path (the order of rtrs_clt_open's paths).
+ * rtrs_clt_test_key: the server's current key of chunk id on path (0, or ENOENT before
+ * INFO_RSP); *connected: whether that path is connected.
+ * rtrs_clt_test_write_key: one plain RDMA WRITE of msg[0..len) to chunk id + off on path with
+ * key, on the connection the chunk's requests use; waits up to timeout_ms for its completion.
+ * Returns the completion's ibv_wc_status (0 = written), or a negative errno. */
+#include <stddef.h>
+int rtrs_clt_test_force(struct rtrs_clt *clt, int path, uint32_t id);
+int rtrs_clt_test_key(struct rtrs_clt *clt, int path, uint32_t id, uint32_t *key, int *connected);
+int rtrs_clt_test_write_key(struct rtrs_clt *clt, int path, uint32_t id, uint32_t off, uint32_t key,
+			    const void *msg, size_t len, int timeout_ms);

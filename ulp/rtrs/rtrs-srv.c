@@ -22,6 +22,10 @@
 #define SRV_MAX_CONS RTRS_SRV_MAX_CONS
 #define SRV_RECV_SIZE 512
 #define SRV_SVC_RECVS 16
+/* wr_id of signaled local operations: kind << 32 | chunk id */
+#define SRV_WRID_INV (1ull << 40)
+#define SRV_WRID_BIND (2ull << 40)
+#define SRV_WRID_KIND(w) ((w) & (3ull << 40))
 
 struct srv_path;
 
@@ -51,6 +55,16 @@ struct srv_path {
 	struct ibv_mr *chunk_mr;
 	char *sbuf;		/* INFO_RSP */
 	struct ibv_mr *smr;
+	/* always_invalidate: one type 2 window per chunk, bound on the chunk's IO connection
+	 * (chunk_con), its key renewed after every IO (docs/rtrs.md) */
+	struct ibv_mw **mw;
+	uint32_t *mkey;			/* current key of each chunk's window */
+	uint32_t *inv_payload;		/* IO_REQ waiting for its LOCAL_INV */
+	uint8_t *inv_busy;
+	struct rtrs_msg_rkey_rsp *rk;	/* RKEY_RSP sent with each response */
+	struct ibv_mr *rkmr;
+	unsigned int binds_left;	/* first binds not completed yet */
+	int info_pending;		/* INFO_REQ came before them: INFO_RSP waits */
 	int connected, closing;
 	uint64_t last_rx_ns;
 	struct rtrs_path_stats st;
@@ -113,7 +127,7 @@ void rtrs_srv_opts_init(struct rtrs_srv_opts *o)
 	o->chunk_size = 128 * 1024;
 	o->queue_depth = 512;
 	o->max_hdr_size = 4096;
-	o->always_invalidate = 0;
+	o->always_invalidate = 1;
 	o->hb_interval_ms = RTRS_HB_INTERVAL_MS;
 	o->hb_missed_max = RTRS_HB_MISSED_MAX;
 }
@@ -182,6 +196,17 @@ static void path_close(struct rtrs_srv_ctx *c, struct srv_path *p)
 	for (unsigned int i = 0; i < SRV_MAX_CONS; i++)
 		if (p->cons[i].id || p->cons[i].cq)
 			con_destroy(&p->cons[i]);
+	/* windows before the MR they are bound to (a bound MR cannot be deregistered) */
+	for (uint32_t i = 0; p->mw && i < s->qd; i++)
+		if (p->mw[i])
+			ibv_dealloc_mw(p->mw[i]);
+	free(p->mw);
+	free(p->mkey);
+	free(p->inv_payload);
+	free(p->inv_busy);
+	if (p->rkmr)
+		ibv_dereg_mr(p->rkmr);
+	free(p->rk);
 	if (p->chunk_mr)
 		ibv_dereg_mr(p->chunk_mr);
 	if (p->smr)
@@ -251,7 +276,7 @@ static int send_info_rsp(struct srv_path *p, struct srv_con *con)
 	memset(m->reserved, 0, sizeof(m->reserved));
 	for (uint32_t i = 0; i < s->qd; i++) {
 		m->desc[i].addr = (uintptr_t)(s->buf + (size_t)i * s->chunk);
-		m->desc[i].key = p->chunk_mr->rkey;
+		m->desc[i].key = p->mw ? p->mkey[i] : p->chunk_mr->rkey;
 		m->desc[i].len = s->chunk;
 	}
 	struct ibv_sge sge = { (uintptr_t)p->sbuf, (uint32_t)len, p->smr->lkey };
@@ -292,9 +317,10 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 		free(op);	/* the client re-issues it on another path */
 		return;
 	}
-	struct ibv_sge sges[SRV_MAX_DESC];
-	struct ibv_send_wr wrs[SRV_MAX_DESC];
+	struct ibv_sge sges[SRV_MAX_DESC + 1];
+	struct ibv_send_wr wrs[SRV_MAX_DESC + 3];
 	struct ibv_send_wr *head = NULL;
+	unsigned int nw = 0;
 	if (op->dir == RTRS_READ && !op->err) {
 		char *src = s->buf + (size_t)op->id * s->chunk;
 		uint64_t off = 0;
@@ -305,16 +331,60 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 						       .opcode = IBV_WR_RDMA_WRITE };
 			wrs[i].wr.rdma.remote_addr = op->desc[i].addr;
 			wrs[i].wr.rdma.rkey = op->desc[i].key;
-			wrs[i].next = i + 1 < op->sg_cnt ? &wrs[i + 1] : NULL;
 			off += op->desc[i].len;
 		}
-		head = &wrs[0];
+		nw = op->sg_cnt;
 		p->st.bytes_read += off;
+	}
+	/* NEED_INVAL: the client's READ key dies by a SEND with invalidate before the answer */
+	int w_inv = op->dir == RTRS_READ && (op->flags & RTRS_MSG_NEED_INVAL_F) && op->sg_cnt;
+	if (w_inv) {
+		wrs[nw] = (struct ibv_send_wr){ .wr_id = 3, .opcode = IBV_WR_SEND_WITH_INV };
+		wrs[nw++].invalidate_rkey = op->desc[0].key;
+	}
+	uint32_t imm = rtrs_to_io_rsp_imm(op->id, op->err, w_inv);
+	if (p->mw) {
+		/* always_invalidate: the chunk's window (invalidated when the IO came) is bound
+		 * again with a new key, which the answer carries: SEND with immediate of RKEY_RSP */
+		uint32_t nk = ibv_inc_rkey(p->mkey[op->id]);
+		wrs[nw] = (struct ibv_send_wr){ .wr_id = 4, .opcode = IBV_WR_BIND_MW };
+		wrs[nw].bind_mw.mw = p->mw[op->id];
+		wrs[nw].bind_mw.rkey = nk;
+		wrs[nw].bind_mw.bind_info = (struct ibv_mw_bind_info){
+			p->chunk_mr, (uintptr_t)(s->buf + (size_t)op->id * s->chunk), s->chunk,
+			IBV_ACCESS_REMOTE_WRITE };
+		nw++;
+		p->mkey[op->id] = nk;
+		p->st.rkey_renewals++;
+		struct rtrs_msg_rkey_rsp *m = &p->rk[op->id];
+		m->type = RTRS_MSG_RKEY_RSP;
+		m->buf_id = (uint16_t)op->id;
+		m->rkey = nk;
+		sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
+		wrs[nw] = (struct ibv_send_wr){ .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
+						.num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+						.send_flags = IBV_SEND_SIGNALED,
+						.imm_data = htobe32(imm) };
+		nw++;
+		for (unsigned int i = 0; i + 1 < nw; i++)
+			wrs[i].next = &wrs[i + 1];
+		head = &wrs[0];
+	} else if (nw) {
+		for (unsigned int i = 0; i + 1 < nw; i++)
+			wrs[i].next = &wrs[i + 1];
+		head = &wrs[0];
 	}
 	if (op->err)
 		p->st.errors++;
 	p->st.inflight--;
-	if (post_imm(op->con, rtrs_to_io_rsp_imm(op->id, op->err, 0), head))
+	int perr;
+	if (p->mw) {
+		struct ibv_send_wr *bad;
+		perr = ibv_post_send(op->con->qp, head, &bad);
+	} else {
+		perr = post_imm(op->con, imm, head);
+	}
+	if (perr)
 		CLOSING(p);
 	free(op);
 }
@@ -409,6 +479,64 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 	return 0;
 }
 
+/* always_invalidate: chunk id's window is bound on IO connection chunk_con (a type 2 window
+ * serves only the QP that bound it); the client sends chunk id's requests there. */
+static unsigned int chunk_con(const struct srv_path *p, uint32_t id)
+{
+	return 1 + id % (p->cid_num - 1);
+}
+
+/* Under c->mu, always_invalidate: an IO_REQ arrived. The chunk's key is invalidated first
+ * (LOCAL_INV); the request is read and checked only once that completes, so the client can
+ * no longer change the chunk under the server. Nonzero: the path must close. */
+static int io_req_inv(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t payload)
+{
+	struct srv_path *p = con->path;
+	struct srv_sess *s = p->sess;
+	uint32_t id = payload >> rtrs_mem_bits(s->qd);
+
+	if (con->cid == 0)
+		return path_bad(c, p, "IO on the service connection"), 1;
+	if (id >= s->qd)
+		return path_bad(c, p, "chunk id >= queue depth"), 1;
+	if (con->cid != chunk_con(p, id))
+		return path_bad(c, p, "chunk on another connection than its window's"), 1;
+	if (p->inv_busy[id])
+		return path_bad(c, p, "chunk already being invalidated"), 1;
+	struct ibv_send_wr wr = { .wr_id = SRV_WRID_INV | id, .opcode = IBV_WR_LOCAL_INV,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .invalidate_rkey = p->mkey[id] }, *bad;
+	if (ibv_post_send(con->qp, &wr, &bad))
+		return 1;
+	p->inv_busy[id] = 1;
+	p->inv_payload[id] = payload;
+	return 0;
+}
+
+/* Under c->mu, always_invalidate: the first bind of every chunk's window on IO connection
+ * con, once it is established. */
+static int post_first_binds(struct srv_path *p, struct srv_con *con)
+{
+	struct srv_sess *s = p->sess;
+
+	for (uint32_t i = 0; i < s->qd; i++) {
+		if (chunk_con(p, i) != con->cid)
+			continue;
+		uint32_t nk = ibv_inc_rkey(p->mkey[i]);
+		struct ibv_send_wr wr = { .wr_id = SRV_WRID_BIND | i, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+		wr.bind_mw.mw = p->mw[i];
+		wr.bind_mw.rkey = nk;
+		wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
+			p->chunk_mr, (uintptr_t)(s->buf + (size_t)i * s->chunk), s->chunk,
+			IBV_ACCESS_REMOTE_WRITE };
+		if (ibv_post_send(con->qp, &wr, &bad))
+			return EIO;
+		p->mkey[i] = nk;
+	}
+	return 0;
+}
+
 static struct srv_path *path_of(struct rtrs_srv_ctx *c, struct srv_path *p)
 {
 	for (struct srv_sess *s = c->sessions; s; s = s->next)
@@ -441,6 +569,25 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 				CLOSING(p);
 				break;
 			}
+			if (SRV_WRID_KIND(wc[i].wr_id) == SRV_WRID_BIND) {
+				if (p->binds_left && !--p->binds_left && p->info_pending) {
+					p->info_pending = 0;
+					if (send_info_rsp(p, &p->cons[0]))
+						CLOSING(p);
+				}
+				continue;
+			}
+			if (SRV_WRID_KIND(wc[i].wr_id) == SRV_WRID_INV) {
+				uint32_t id = (uint32_t)wc[i].wr_id;
+				if (!p->mw || id >= p->sess->qd || !p->inv_busy[id])
+					continue;
+				p->inv_busy[id] = 0;
+				if (handle_io_req(c, con, p->inv_payload[id]))
+					CLOSING(p);
+				if (!path_of(c, p))
+					return;
+				continue;
+			}
 			if (!(wc[i].opcode & IBV_WC_RECV))
 				continue;
 			p->last_rx_ns = rtrs_now_ns();
@@ -448,7 +595,7 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 				uint32_t t, pl;
 				rtrs_from_imm(be32toh(wc[i].imm_data), &t, &pl);
 				if (t == RTRS_IO_REQ_IMM) {
-					if (handle_io_req(c, con, pl))
+					if (p->mw ? io_req_inv(c, con, pl) : handle_io_req(c, con, pl))
 						CLOSING(p);
 				} else if (t == RTRS_HB_MSG_IMM) {
 					send_hb_ack(con);
@@ -479,7 +626,9 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 							break;
 						}
 					}
-					if (send_info_rsp(p, con))
+					if (p->binds_left)
+						p->info_pending = 1;	/* sent when the binds are done */
+					else if (send_info_rsp(p, con))
 						CLOSING(p);
 				} else {
 					path_bad(c, p, "SEND message");
@@ -576,15 +725,40 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 		p->pd = ibv_alloc_pd(id->verbs);
 		size_t ilen = sizeof(struct rtrs_msg_info_rsp) + (size_t)s->qd * 16;
 		p->sbuf = calloc(1, ilen);
+		int ai = c->o.always_invalidate;
 		if (p->pd) {
+			/* always_invalidate: the chunks are reachable through their windows only */
 			p->chunk_mr = ibv_reg_mr(p->pd, s->buf, (size_t)s->qd * s->chunk,
-						 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+						 IBV_ACCESS_LOCAL_WRITE |
+						 (ai ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
 			if (p->sbuf)
 				p->smr = ibv_reg_mr(p->pd, p->sbuf, ilen, IBV_ACCESS_LOCAL_WRITE);
 		}
 		p->next = s->paths;
 		s->paths = p;
-		if (!p->chunk_mr || !p->smr) {
+		int werr = 0;
+		if (ai && p->chunk_mr && rq.cid_num >= 2) {
+			p->mw = calloc(s->qd, sizeof(*p->mw));
+			p->mkey = calloc(s->qd, sizeof(*p->mkey));
+			p->inv_payload = calloc(s->qd, sizeof(*p->inv_payload));
+			p->inv_busy = calloc(s->qd, 1);
+			p->rk = calloc(s->qd, sizeof(*p->rk));
+			werr = !p->mw || !p->mkey || !p->inv_payload || !p->inv_busy || !p->rk;
+			if (!werr)
+				p->rkmr = ibv_reg_mr(p->pd, p->rk, (size_t)s->qd * sizeof(*p->rk),
+						     IBV_ACCESS_LOCAL_WRITE);
+			werr |= !p->rkmr;
+			for (uint32_t i = 0; !werr && i < s->qd; i++) {
+				p->mw[i] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_2);
+				if (!p->mw[i]) {
+					werr = 1;
+					break;
+				}
+				p->mkey[i] = p->mw[i]->rkey;
+			}
+			p->binds_left = s->qd;
+		}
+		if (!p->chunk_mr || !p->smr || werr || (ai && rq.cid_num < 2)) {
 			path_close(c, p);
 			reject(id, -ENOMEM);
 			return;
@@ -598,7 +772,8 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 	con->path = p;
 	con->cid = rq.cid;
 	unsigned int nrecv = rq.cid ? s->qd + 8 : SRV_SVC_RECVS;
-	unsigned int nsend = rq.cid ? s->qd * (SRV_MAX_DESC + 1) + 16 : 64;
+	/* per request: its data WRITEs, SEND with invalidate, bind, answer; LOCAL_INV */
+	unsigned int nsend = rq.cid ? s->qd * (SRV_MAX_DESC + 4) + 16 : 64;
 	struct ibv_comp_channel *ch = ctx_cch(c, id->verbs);
 	con->cq = ch ? ibv_create_cq(id->verbs, (int)(nrecv + nsend), con, ch, 0) : NULL;
 	con->rbuf = calloc(nrecv, SRV_RECV_SIZE);
@@ -628,7 +803,7 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 	rsp.queue_depth = (uint16_t)s->qd;
 	rsp.max_hdr_size = c->o.max_hdr_size;
 	rsp.max_io_size = s->chunk - c->o.max_hdr_size;
-	rsp.flags = 0;
+	rsp.flags = p->mw ? RTRS_MSG_NEW_RKEY_F : 0;
 	struct rdma_conn_param cp = { .private_data = &rsp, .private_data_len = sizeof(rsp),
 				      .responder_resources = 1, .initiator_depth = 1,
 				      .rnr_retry_count = 7 };
@@ -682,6 +857,8 @@ static void *srv_thread(void *arg)
 					struct srv_path *p = con->path;
 					if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
 						con->established = 1;
+						if (p->mw && con->cid && post_first_binds(p, con))
+							CLOSING(p);
 						if (++p->nest == p->cid_num) {
 							p->connected = 1;
 							p->st.state = RTRS_PATH_CONNECTED;
@@ -817,11 +994,6 @@ struct rtrs_srv_ctx *rtrs_srv_open(const struct rtrs_srv_ops *ops, const char *c
 	    (1ull << rtrs_mem_bits(c->o.queue_depth)) < c->o.chunk_size) {
 		free(c);
 		errno = EINVAL;
-		return NULL;
-	}
-	if (c->o.always_invalidate) {
-		free(c);
-		errno = EOPNOTSUPP;	/* not implemented yet (docs/rtrs.md) */
 		return NULL;
 	}
 	const char *sd = c->o.stats_dir ? c->o.stats_dir : getenv("RTRS_STATS_DIR");

@@ -5,6 +5,12 @@
  * against a mirror), for tests/integration/test_rtrs*.sh. Public API only (rtrs.h).
  *
  *   rtrs-test server -l ADDR [-l ADDR]... [-q QD] [-c CHUNK] [-d DISK_MB] [-H HB_MS] [-t SECONDS]
+ *                    [-i 0|1 (always_invalidate, default 1)] [-z (answer at once, no disk)]
+ *   rtrs-test bench -p DST[@SRC] [-p ...] [-S SIZE] [-D DEPTH] [-T SECS] [-r] [-P rr|mi|ml]
+ *                   fixed-time benchmark: DEPTH requests of SIZE bytes in flight (WRITEs, -r
+ *                   READs), no byte check; prints "bench: ... iops=N mib_s=N" 
+ *   rtrs-test hostile -p DST        malformed requests (test_rtrs_loopback)
+ *   rtrs-test oldkey -p DST -p DST  a request's old chunk key is dead after its response
  *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
  * -T SECS: keep issuing until SECS have passed as well. The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
@@ -28,6 +34,7 @@ struct hdr {
 	uint32_t magic;
 };
 #define HDR_MAGIC 0x52545253u
+#define HDR_PEEK 0x4b454550u	/* READ answered with the chunk as it is (oldkey check) */
 
 /* ---------------------------------------------------------------------------------------- */
 static char *disk;
@@ -58,7 +65,9 @@ static void *worker(void *arg)
 			wtail = NULL;
 		pthread_mutex_unlock(&wmu);
 		int err = 0;
-		if (w->h.magic != HDR_MAGIC || w->h.off + w->len > disk_size || w->h.len != w->len)
+		if (w->h.magic == HDR_PEEK && w->dir == RTRS_READ)
+			err = 0;	/* the chunk's bytes go back untouched */
+		else if (w->h.magic != HDR_MAGIC || w->h.off + w->len > disk_size || w->h.len != w->len)
 			err = EINVAL;
 		else if (w->dir == RTRS_WRITE)
 			memcpy(disk + w->h.off, w->data, w->len);
@@ -70,6 +79,8 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static int answer_at_once;	/* server -z: transport only (bench/rtrs.sh) */
+
 static int srv_rdma_ev(struct rtrs_srv_sess *s, void *sp, struct rtrs_srv_op *op, enum rtrs_dir dir,
 		       void *data, size_t len, const void *usr, size_t usrlen)
 {
@@ -77,6 +88,8 @@ static int srv_rdma_ev(struct rtrs_srv_sess *s, void *sp, struct rtrs_srv_op *op
 	(void)sp;
 	if (usrlen != sizeof(struct hdr))
 		return EINVAL;
+	if (answer_at_once)	/* no disk, no worker: the answer goes from the event thread */
+		return rtrs_srv_resp_rdma(op, 0);
 	struct work *w = calloc(1, sizeof(*w));
 	if (!w)
 		return ENOMEM;
@@ -121,7 +134,7 @@ static int server(int argc, char **argv)
 	size_t mb = 64;
 
 	rtrs_srv_opts_init(&o);
-	while ((opt = getopt(argc, argv, "l:q:c:d:H:t:i")) != -1) {
+	while ((opt = getopt(argc, argv, "l:q:c:d:H:t:i:z")) != -1) {
 		switch (opt) {
 		case 'l': if (n < 16) addrs[n++] = optarg; break;
 		case 'q': o.queue_depth = (uint32_t)atoi(optarg); break;
@@ -129,7 +142,8 @@ static int server(int argc, char **argv)
 		case 'd': mb = (size_t)atoi(optarg); break;
 		case 'H': o.hb_interval_ms = (unsigned int)atoi(optarg); break;
 		case 't': secs = atoi(optarg); break;
-		case 'i': o.always_invalidate = 1; break;
+		case 'i': o.always_invalidate = atoi(optarg); break;
+		case 'z': answer_at_once = 1; break;
 		default: return 2;
 		}
 	}
@@ -151,9 +165,9 @@ static int server(int argc, char **argv)
 	struct rtrs_path_stats st[16];
 	int k = rtrs_srv_path_stats(ctx, st, 16);
 	for (int i = 0; i < k && i < 16; i++)
-		printf("srvpath %s reqs=%llu bad_msgs=%llu\n", st[i].dst,
+		printf("srvpath %s reqs=%llu bad_msgs=%llu rkey_renewals=%llu\n", st[i].dst,
 		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
-		       (unsigned long long)st[i].bad_msgs);
+		       (unsigned long long)st[i].bad_msgs, (unsigned long long)st[i].rkey_renewals);
 	rtrs_srv_close(ctx);
 	return 0;
 }
@@ -305,10 +319,11 @@ static int client(int argc, char **argv)
 	int npaths = rtrs_clt_path_stats(clt, st, 16);
 	for (int i = 0; i < npaths && i < 16; i++)
 		printf("path %s state=%d reqs=%llu failovers=%llu reconnects=%llu hb_rtt_us=%u "
-		       "errors=%llu\n", st[i].dst, st[i].state,
+		       "errors=%llu rkey_renewals=%llu\n", st[i].dst, st[i].state,
 		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
 		       (unsigned long long)st[i].failovers, (unsigned long long)st[i].reconnects,
-		       st[i].hb_rtt_us, (unsigned long long)st[i].errors);
+		       st[i].hb_rtt_us, (unsigned long long)st[i].errors,
+		       (unsigned long long)st[i].rkey_renewals);
 	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld ok_after_fail=%ld "
 	       "unchecked=%ld\n", k, completed, fails, mismatches, (long)(time(NULL) - t0),
 	       ok_after_fail, unchecked);
@@ -440,6 +455,223 @@ static int hostile(int argc, char **argv)
 	return bad ? 1 : 0;
 }
 
+/* oldkey: after a request's response, its chunk key on that path must be dead (the server's
+ * always_invalidate). Two paths: a WRITE on path 0 into chunk X; a plain RDMA WRITE of a
+ * pattern into chunk X with the key that request used; then a READ of chunk X as the server
+ * holds it (HDR_PEEK) on path 1 shows whether the pattern landed. Prints
+ * "oldkey: renewed=R status=S untouched=U overwritten=O"; exit 0 when it could run. */
+static int wait_connected(struct rtrs_clt *clt, int path, int ms)
+{
+	uint32_t key;
+	int conn = 0;
+	for (int w = 0; w < ms; w += 20) {
+		if (!rtrs_clt_test_key(clt, path, 0, &key, &conn) && conn)
+			return 1;
+		usleep(20000);
+	}
+	return 0;
+}
+
+static int oldkey(int argc, char **argv)
+{
+	struct rtrs_path_addr pa[2] = { { NULL, NULL }, { NULL, NULL } };
+	struct rtrs_clt_opts o;
+	int opt, np = 0;
+
+	rtrs_clt_opts_init(&o);
+	o.reconnect_delay_ms = 200;
+	o.hb_interval_ms = 200;
+	while ((opt = getopt(argc, argv, "p:")) != -1)
+		if (opt == 'p' && np < 2)
+			pa[np++].dst = optarg;
+	if (np != 2)
+		return 2;
+	mirror = calloc(1, 64 << 20);
+	char name[64];
+	snprintf(name, sizeof(name), "rtrs-oldkey-%d", (int)getpid());
+	struct rtrs_clt *clt = rtrs_clt_open(name, pa, 2, &o);
+	if (!clt) {
+		fprintf(stderr, "rtrs_clt_open: %s\n", strerror(errno));
+		return 1;
+	}
+	if (!wait_connected(clt, 0, 10000) || !wait_connected(clt, 1, 10000)) {
+		fprintf(stderr, "paths not connected\n");
+		return 1;
+	}
+	const uint32_t X = 3, LEN = 65536, POFF = 4096, PLEN = 4096;
+	char *d1 = malloc(LEN), *peek = malloc(LEN), *pat = malloc(PLEN);
+	for (uint32_t i = 0; i < LEN; i++)
+		d1[i] = (char)rand();
+	memset(pat, 0x5a, PLEN);
+	uint32_t k0, k1;
+	int conn, r;
+	if (rtrs_clt_test_key(clt, 0, X, &k0, &conn) || rtrs_clt_test_force(clt, 0, X) ||
+	    (r = sync_io(clt, RTRS_WRITE, 0, d1, LEN)) || fails) {
+		fprintf(stderr, "first WRITE failed\n");
+		return 1;
+	}
+	rtrs_clt_test_key(clt, 0, X, &k1, &conn);
+	/* the old key, into the chunk, where the peek READ's own message does not reach */
+	int st = rtrs_clt_test_write_key(clt, 0, X, POFF, k0, pat, PLEN, 5000);
+	const char *sts = st < 0 ? strerror(-st) : ibv_wc_status_str((enum ibv_wc_status)st);
+	memset(peek, 0, LEN);
+	/* tainted: conf() does not compare it with the mirror */
+	struct cio io = { .dir = RTRS_READ, .h = { 0, LEN, HDR_PEEK }, .buf = peek, .busy = 1,
+			  .tainted = 1 };
+	struct iovec iov = { peek, LEN };
+	pthread_mutex_lock(&cmu);
+	inflight++;
+	pthread_mutex_unlock(&cmu);
+	if (!wait_connected(clt, 1, 5000) || rtrs_clt_test_force(clt, 1, X) ||
+	    rtrs_clt_request(clt, RTRS_READ, conf, &io, &io.h, sizeof(io.h), &iov, 1, 0)) {
+		fprintf(stderr, "peek READ not submitted\n");
+		return 1;
+	}
+	pthread_mutex_lock(&cmu);
+	while (io.busy)
+		pthread_cond_wait(&ccv, &cmu);
+	pthread_mutex_unlock(&cmu);
+	int untouched = !memcmp(peek + POFF, d1 + POFF, PLEN);
+	int overwritten = !memcmp(peek + POFF, pat, PLEN);
+	printf("oldkey: key %#x -> %#x renewed=%d status=%s untouched=%d overwritten=%d\n", k0, k1,
+	       k0 != k1, sts, untouched, overwritten);
+	rtrs_clt_close(clt);
+	return 0;
+}
+
+/* bench: each completion submits the next request from the session's thread until the end */
+static struct rtrs_clt *bclt;
+static enum rtrs_dir bdir;
+static struct iovec biov;
+static struct hdr bhdr;
+static volatile int bstop;
+static long bdone, bwarm_done, berr;
+static int binflight;
+static uint64_t bwarm_ns;
+
+static void bconf(void *priv, int err)
+{
+	(void)priv;
+	pthread_mutex_lock(&cmu);
+	if (err)
+		berr++;
+	bdone++;
+	if (!bwarm_done && rtrs_now_ns() >= bwarm_ns)
+		bwarm_done = bdone;
+	int again = !bstop && !err;
+	if (!again) {
+		binflight--;
+		pthread_cond_broadcast(&ccv);
+	}
+	pthread_mutex_unlock(&cmu);
+	if (again && rtrs_clt_request(bclt, bdir, bconf, NULL, &bhdr, sizeof(bhdr), &biov, 1, 0)) {
+		pthread_mutex_lock(&cmu);
+		berr++;
+		binflight--;
+		pthread_cond_broadcast(&ccv);
+		pthread_mutex_unlock(&cmu);
+	}
+}
+
+static int bench(int argc, char **argv)
+{
+	struct rtrs_path_addr paths[16];
+	size_t np = 0;
+	struct rtrs_clt_opts o;
+	int opt, depth = 32;
+	double secs = 5;
+	uint32_t size = 4096;
+
+	rtrs_clt_opts_init(&o);
+	bdir = RTRS_WRITE;
+	while ((opt = getopt(argc, argv, "p:S:D:T:rP:")) != -1) {
+		switch (opt) {
+		case 'p': {
+			if (np == 16)
+				return 2;
+			char *at = strchr(optarg, '@');
+			if (at)
+				*at = 0;
+			paths[np].dst = optarg;
+			paths[np++].src = at ? at + 1 : NULL;
+			break;
+		}
+		case 'S': size = (uint32_t)atoi(optarg); break;
+		case 'D': depth = atoi(optarg); break;
+		case 'T': secs = atof(optarg); break;
+		case 'r': bdir = RTRS_READ; break;
+		case 'P':
+			o.policy = !strcmp(optarg, "rr") ? RTRS_MP_ROUND_ROBIN :
+				   !strcmp(optarg, "ml") ? RTRS_MP_MIN_LATENCY : RTRS_MP_MIN_INFLIGHT;
+			break;
+		default: return 2;
+		}
+	}
+	if (!np || depth < 1 || !size)
+		return 2;
+	char name[64];
+	snprintf(name, sizeof(name), "rtrs-bench-%d", (int)getpid());
+	bclt = rtrs_clt_open(name, paths, np, &o);
+	if (!bclt) {
+		fprintf(stderr, "rtrs_clt_open: %s\n", strerror(errno));
+		return 1;
+	}
+	/* every path connected before the clock starts (up to 5 s) */
+	for (int w = 0; w < 5000; w += 20) {
+		struct rtrs_path_stats st[16];
+		int n = rtrs_clt_path_stats(bclt, st, 16), up = 0;
+		for (int i = 0; i < n && i < 16; i++)
+			up += st[i].state == RTRS_PATH_CONNECTED;
+		if (up == (int)np)
+			break;
+		usleep(20000);
+	}
+	struct rtrs_attrs a;
+	rtrs_clt_query(bclt, &a);
+	if (size > a.max_io_size || depth > (int)a.queue_depth) {
+		fprintf(stderr, "size %u or depth %d above the session's %u / %u\n", size, depth,
+			a.max_io_size, a.queue_depth);
+		return 2;
+	}
+	char *buf = aligned_alloc(4096, ((size_t)size + 4095) & ~(size_t)4095);
+	memset(buf, 0x42, size);
+	biov = (struct iovec){ buf, size };	/* requests share it: no check, only the transport */
+	bhdr = (struct hdr){ 0, size, HDR_MAGIC };
+	uint64_t t0 = rtrs_now_ns();
+	double warm = secs / 5 < 1 ? secs / 5 : 1;
+	bwarm_ns = t0 + (uint64_t)(warm * 1e9);
+	uint64_t tend = t0 + (uint64_t)((secs + warm) * 1e9);
+	binflight = depth;
+	for (int i = 0; i < depth; i++)
+		if (rtrs_clt_request(bclt, bdir, bconf, NULL, &bhdr, sizeof(bhdr), &biov, 1, 0)) {
+			pthread_mutex_lock(&cmu);
+			berr++;
+			binflight--;
+			pthread_mutex_unlock(&cmu);
+		}
+	while (rtrs_now_ns() < tend)
+		usleep(10000);
+	pthread_mutex_lock(&cmu);
+	long at_end = bdone;
+	bstop = 1;
+	uint64_t t1 = rtrs_now_ns();
+	while (binflight)
+		pthread_cond_wait(&ccv, &cmu);
+	pthread_mutex_unlock(&cmu);
+	double el = (double)(t1 - bwarm_ns) / 1e9;
+	double ios = (double)(at_end - bwarm_done);
+	struct rtrs_path_stats st[16];
+	int n = rtrs_clt_path_stats(bclt, st, 16);
+	printf("bench: dir=%s size=%u depth=%d paths=%zu seconds=%.2f ios=%.0f iops=%.0f "
+	       "mib_s=%.1f errors=%ld", bdir == RTRS_READ ? "read" : "write", size, depth, np, el,
+	       ios, ios / el, ios * size / el / 1048576.0, berr);
+	for (int i = 0; i < n && i < 16; i++)
+		printf(" path%d_reqs=%llu", i, (unsigned long long)(st[i].reqs_read + st[i].reqs_write));
+	printf("\n");
+	rtrs_clt_close(bclt);
+	return berr ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -448,6 +680,10 @@ int main(int argc, char **argv)
 		return server(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "hostile"))
 		return hostile(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "oldkey"))
+		return oldkey(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "bench"))
+		return bench(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "client"))
 		return client(argc - 1, argv + 1);
 	fprintf(stderr, "usage: rtrs-test server|client ...\n");

@@ -203,10 +203,13 @@ struct rtrs_srv_opts {
 	uint32_t chunk_size;		/* 128 KiB; power of two, >= 8 KiB */
 	uint32_t queue_depth;		/* 512 chunks per session; 1..65535 */
 	uint32_t max_hdr_size;		/* user header limit sent in CON_RSP: 4096 */
-	int always_invalidate;		/* 1: new chunk rkey per IO, client READ buffers
-					 * invalidated by SEND_WITH_INV (docs/rtrs.md).
-					 * NOT IMPLEMENTED YET: default 0, and 1 makes
-					 * rtrs_srv_open fail with EOPNOTSUPP */
+	int always_invalidate;		/* 1 (default): each chunk is reachable through a
+					 * type 2 memory window whose key is invalidated
+					 * when an IO arrives and renewed with the answer;
+					 * clients register each READ buffer in a window
+					 * the server invalidates (docs/rtrs.md). 0: one
+					 * key for all chunks, as the kernel's
+					 * always_invalidate=0 */
 	unsigned int hb_interval_ms;	/* 5000 */
 	unsigned int hb_missed_max;	/* 5 */
 	const char *stats_dir;		/* as the client's */
