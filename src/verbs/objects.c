@@ -554,6 +554,11 @@ int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc,
 		src.family = AF_INET;
 		memcpy(&src.v4, g + 20 + 12, 4);
 		src.port = (g[0] == 'S' && g[1] == 'R') ? (uint16_t)(g[2] << 8 | g[3]) : 4791;
+		/* A source port in 49152-65535 is a standard RoCEv2 sender's flow entropy (kernel
+		 * rxe, NICs), not where it listens: it is answered at 4791. softrdma devices send
+		 * from their own port, always below 49152 (docs/gid.md). */
+		if (src.port >= 49152)
+			src.port = 4791;
 	} else {
 		src.family = AF_INET6;
 		memcpy(&src.v6, g + 8, 16);
