@@ -125,7 +125,8 @@ static void conn_cfg(struct vu_conn_cfg *c, uint32_t my_psn, uint32_t peer_psn)
 static void print_counters(const char *who)
 {
 	static const char *const names[] = {
-		"tx_packets", "fault_drop", "fault_dup", "fault_reorder", "retransmits",
+		"tx_packets", "fault_drop", "fault_dup", "fault_reorder", "fault_corrupt",
+		"fault_delayed", "retransmits", "tail_probes",
 		"retry_timeouts", "fast_retransmits", "retry_exceeded", "seq_naks_sent",
 		"seq_naks_rcvd", "seq_naks_ignored", "inv_req_naks_sent", "access_naks_sent",
 		"op_naks_sent", "naks_rcvd", "dup_requests", "drop_psn", "drop_unexpected",
@@ -141,6 +142,17 @@ static void print_counters(const char *who)
 	}
 	printf("\n");
 	fflush(stdout);
+}
+
+/* The faults spec asks for `name` (name=V with V > 0). */
+static bool asks(const char *faults, const char *name)
+{
+	size_t l = strlen(name);
+
+	for (const char *p = faults; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+		if (!strncmp(p, name, l) && p[l] == '=' && strtod(p + l + 1, NULL) > 0)
+			return true;
+	return false;
 }
 
 /* SR_FAULT_NETNS="NSA:DEVA,NSB:DEVB": side 0 (initiator) or 1 (target) enters its namespace and
@@ -545,18 +557,20 @@ int main(void)
 		       (unsigned long long)(volume >> 20),
 		       elapsed ? (double)volume / 1048576.0 / ((double)elapsed / 1000.0) : 0.0);
 	/* Each fault asked for was injected; loss and corruption were repaired by retransmission. */
-	if (strstr(faults, "drop="))
+	if (asks(faults, "drop"))
 		CHECK(vu_stat("fault_drop") > 0);
-	if (strstr(faults, "dup="))
+	if (asks(faults, "dup"))
 		CHECK(vu_stat("fault_dup") > 0);
-	if (strstr(faults, "reorder="))
+	if (asks(faults, "reorder"))
 		CHECK(vu_stat("fault_reorder") > 0);
-	if (strstr(faults, "corrupt="))
+	if (asks(faults, "corrupt"))
 		CHECK(vu_stat("fault_corrupt") > 0);
-	if (strstr(faults, "drop=") || strstr(faults, "corrupt="))
+	if (asks(faults, "delay"))
+		CHECK(vu_stat("fault_delayed") > 0);
+	if (asks(faults, "drop") || asks(faults, "corrupt"))
 		CHECK(vu_stat("retransmits") > 0);
 	/* The target caught corrupted packets, and placed WRITE packets with the one-pass check. */
-	if (strstr(faults, "corrupt="))
+	if (asks(faults, "corrupt"))
 		CHECK(vu_stat_pid(child.pid, "drop_icrc") > 0);
 	CHECK(vu_stat_pid(child.pid, "rx_placed_checked") > 0);
 	printf("target: %lld packets placed and checked in one pass, %lld bad ICRCs dropped\n",
@@ -602,18 +616,25 @@ int main(void)
 		/* The figures of this run, both sides (the target's counters are read while it
 		 * still runs). */
 		printf("figures: faults=%s mib=%.1f wrs=%llu ms=%llu tx_packets=%lld+%lld "
-		       "retransmits=%lld+%lld fault_drop=%lld+%lld fault_dup=%lld+%lld "
-		       "fault_reorder=%lld+%lld fault_corrupt=%lld+%lld drop_icrc=%lld+%lld "
+		       "retransmits=%lld+%lld tail_probes=%lld+%lld retry_timeouts=%lld+%lld "
+		       "fault_drop=%lld+%lld fault_dup=%lld+%lld "
+		       "fault_reorder=%lld+%lld fault_corrupt=%lld+%lld fault_delayed=%lld+%lld "
+		       "drop_icrc=%lld+%lld "
 		       "dup_requests=%lld+%lld result=%s\n", faults, (double)volume / 1048576.0,
 		       (unsigned long long)posted, (unsigned long long)elapsed,
 		       (long long)vu_stat("tx_packets"), (long long)vu_stat_pid(child.pid, "tx_packets"),
 		       (long long)vu_stat("retransmits"), (long long)vu_stat_pid(child.pid, "retransmits"),
+		       (long long)vu_stat("tail_probes"), (long long)vu_stat_pid(child.pid, "tail_probes"),
+		       (long long)vu_stat("retry_timeouts"),
+		       (long long)vu_stat_pid(child.pid, "retry_timeouts"),
 		       (long long)vu_stat("fault_drop"), (long long)vu_stat_pid(child.pid, "fault_drop"),
 		       (long long)vu_stat("fault_dup"), (long long)vu_stat_pid(child.pid, "fault_dup"),
 		       (long long)vu_stat("fault_reorder"),
 		       (long long)vu_stat_pid(child.pid, "fault_reorder"),
 		       (long long)vu_stat("fault_corrupt"),
 		       (long long)vu_stat_pid(child.pid, "fault_corrupt"),
+		       (long long)vu_stat("fault_delayed"),
+		       (long long)vu_stat_pid(child.pid, "fault_delayed"),
 		       (long long)vu_stat("drop_icrc"), (long long)vu_stat_pid(child.pid, "drop_icrc"),
 		       (long long)vu_stat("dup_requests"),
 		       (long long)vu_stat_pid(child.pid, "dup_requests"),
