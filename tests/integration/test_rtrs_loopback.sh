@@ -138,4 +138,10 @@ for why in "chunk id >= queue depth" "offset outside the chunk" "user header len
 	sr_expect_grep "hostile: server refused: $why" "bad request \\($why\\): path closed" \
 		"$SR_TMP/srvh.out"
 done
+# the servers stay alive through all of it (in the sanitizer build: no ASan/UBSan report)
+for f in srv srv0 srvh; do
+	[ -f "$SR_TMP/$f.out" ] || continue
+	sr_expect_eq "server $f: no sanitizer report" "" \
+		"$(grep -m1 -E 'ERROR: AddressSanitizer|runtime error:' "$SR_TMP/$f.out")"
+done
 sr_finish

@@ -933,27 +933,23 @@ static void *srv_thread(void *arg)
 		uint64_t now = rtrs_now_ns();
 		uint64_t dead_ns = (uint64_t)c->o.hb_interval_ms * 1000000ull *
 				   (c->o.hb_missed_max + 1);
-		int again = 1;
-		while (again) {
-			again = 0;
-			for (struct srv_sess *s = c->sessions; s && !again; s = s->next)
-				for (struct srv_path *p = s->paths; p; p = p->next) {
-					for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
-						if (p->cons[k].cq)
-							poll_con(c, &p->cons[k]);
-					if (!path_of(c, p)) {
-						again = 1;
-						break;
-					}
-					if (p->connected && now > p->last_rx_ns && now - p->last_rx_ns > dead_ns)
-						CLOSING(p);
-					if (p->closing) {
-						path_close(c, p);
-						again = 1;
-						break;
-					}
+		/* a path closed (and perhaps its session freed) restarts the walk: nothing of the
+		 * lists is touched after it (ASan found the session's next read after its free) */
+	rescan:
+		for (struct srv_sess *s = c->sessions; s; s = s->next)
+			for (struct srv_path *p = s->paths; p; p = p->next) {
+				for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
+					if (p->cons[k].cq)
+						poll_con(c, &p->cons[k]);
+				if (!path_of(c, p))
+					goto rescan;
+				if (p->connected && now > p->last_rx_ns && now - p->last_rx_ns > dead_ns)
+					CLOSING(p);
+				if (p->closing) {
+					path_close(c, p);
+					goto rescan;
 				}
-		}
+			}
 		if (now - last_stats > 1000000000ull && c->stats_dir[0]) {
 			last_stats = now;
 			struct rtrs_path_stats st[64];

@@ -452,6 +452,8 @@ static int hostile(int argc, char **argv)
 	}
 	printf("hostile cases=%d bad=%d\n", nc, bad);
 	rtrs_clt_close(clt);
+	free(buf);
+	free(back);
 	return bad ? 1 : 0;
 }
 
@@ -536,6 +538,9 @@ static int oldkey(int argc, char **argv)
 	printf("oldkey: key %#x -> %#x renewed=%d status=%s untouched=%d overwritten=%d\n", k0, k1,
 	       k0 != k1, sts, untouched, overwritten);
 	rtrs_clt_close(clt);
+	free(d1);
+	free(peek);
+	free(pat);
 	return 0;
 }
 
@@ -669,6 +674,7 @@ static int bench(int argc, char **argv)
 		printf(" path%d_reqs=%llu", i, (unsigned long long)(st[i].reqs_read + st[i].reqs_write));
 	printf("\n");
 	rtrs_clt_close(bclt);
+	free(buf);
 	return berr ? 1 : 0;
 }
 
