@@ -598,8 +598,10 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	uint32_t repair_psn;
 	uint64_t tlp_at;		/* ns of the last single-packet resend (repair or probe) */
 	uint32_t tlp_count;		/* tail-loss probes since the last progress */
-	/* RTT, sampled on packets that asked for an ACK and were not retransmitted (Karn). */
+	/* RTT, sampled on packets that asked for an ACK and were not retransmitted (Karn), as
+	 * TCP's (RFC 6298): smoothed round trip and its mean deviation; 0: no sample yet. */
 	uint64_t srtt_ns;
+	uint64_t rttvar_ns;
 	uint64_t rtt_t0;
 	uint32_t rtt_psn;
 	bool rtt_valid;

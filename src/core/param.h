@@ -37,7 +37,7 @@
 	X(retry_backoff, BOOL, 1, "double the local ACK timeout after each timeout without progress (at most 2 s): a peer starved of CPU is not a dead peer") \
 	X(ooo_window, INT, 256, "responder keeps up to this many requests that arrive after a gap and runs them once it is filled (0: drop them, plain go-back-N; at most 256)") \
 	X(repair, BOOL, 1, "after a sequence NAK resend only the missing packet, while the peer is seen to keep the packets after a gap (0: always go-back-N)") \
-	X(rto_min_us, INT, 10000, "fast retransmission after max(this, 4 RTT) without progress, us (uncounted; the IBA timeout counts)") \
+	X(rto_min_us, INT, 10000, "fast retransmission after max(this, SRTT + 4 RTTVAR) without progress, at most the local ACK timeout, us (uncounted; the IBA timeout counts; none before the first RTT sample)") \
 	X(rx_linger_us, INT, 30, "after a drain that took packets while no application polls (a stream, the passive side of a ping-pong), the progress thread keeps receiving until the socket has been empty this long, us, rather than sleep until the next datagram wakes it (0: never; busy_poll_us, when set, replaces it)") \
 	X(rx_watch_us, INT, 200, "while an application polls its CQs (it receives by itself, param poll_rx), the progress thread leaves the socket unarmed and looks for packets left waiting this often, us, rather than be woken by each datagram (0: woken by each)") \
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping, unless the application polls its CQs (it receives by itself, see rx_watch_us) (0: sleep at once)") \

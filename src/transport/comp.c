@@ -29,30 +29,53 @@ static void progress_made(struct sr_qp *qp)
 	qp->comp.backoff = 0;
 	qp->comp.tlp_count = 0;
 	if (qp->comp.rtt_valid && sr_psn_gt(qp->comp.psn, qp->comp.rtt_psn)) {
-		uint64_t sample = now - qp->comp.rtt_t0;
+		uint64_t r = now - qp->comp.rtt_t0;
 
-		qp->comp.srtt_ns = qp->comp.srtt_ns ? (7 * qp->comp.srtt_ns + sample) / 8 : sample;
+		/* RFC 6298 2.2/2.3: the first sample sets SRTT = R, RTTVAR = R/2; then RTTVAR =
+		 * 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R. */
+		if (!r)
+			r = 1;
+		if (!qp->comp.srtt_ns) {
+			qp->comp.srtt_ns = r;
+			qp->comp.rttvar_ns = r / 2;
+			/* The first sample arms the probes (probe_ns): the progress thread may sleep
+			 * on a deadline computed without them, the local ACK timeout. */
+			sr_nic_kick(qp->nic);
+		} else {
+			uint64_t d = qp->comp.srtt_ns > r ? qp->comp.srtt_ns - r : r - qp->comp.srtt_ns;
+
+			qp->comp.rttvar_ns = (3 * qp->comp.rttvar_ns + d) / 4;
+			qp->comp.srtt_ns = (7 * qp->comp.srtt_ns + r) / 8;
+		}
 		qp->comp.rtt_valid = false;
 	}
 }
 
+static uint64_t local_ack_timeout(const struct sr_qp *qp);
+
 /*
- * How long without progress before a fast retransmission: a few RTTs, at least rto_min_us (a
- * loaded 2-core machine delays ACKs by milliseconds, and a spurious go-back-N adds load), at
- * most half the IBA timeout. A tail loss (the last packets of a window, with nothing after them
- * to reveal the gap) would otherwise cost the full local ACK timeout. Resending early is always
- * allowed: the responder handles duplicates.
+ * How long without progress before a fast (uncounted) go-back-N: the retransmission timeout of
+ * TCP (RFC 6298), SRTT + 4 RTTVAR, at least rto_min_us (a loaded 2-core machine delays ACKs by
+ * milliseconds, and a spurious go-back-N adds load), at most the local ACK timeout in force
+ * (the IBA timeout is the user's bound on the round trip; past it the counted timer acts). A
+ * tail loss (the last packets of a window, with nothing after them to reveal the gap) would
+ * otherwise cost the full local ACK timeout. Before the first sample there is none: the round
+ * trip is unknown (a peer 20 ms away took a fixed 10 ms for a loss, and every resend then
+ * spoiled the next sample, by Karn's rule, so no sample was ever taken and every window was
+ * sent twice), and the IBA timer alone runs, as TCP's initial RTO.
  */
 static uint64_t probe_ns(const struct sr_qp *qp)
 {
-	uint64_t p = 4 * qp->comp.srtt_ns;
+	uint64_t cap = qp->timeout_ns ? local_ack_timeout(qp) : UINT64_MAX;
 	uint64_t min = (uint64_t)sr_params()->rto_min_us * 1000;
+	uint64_t p;
 
+	if (!qp->comp.srtt_ns)
+		return cap;
+	p = qp->comp.srtt_ns + 4 * qp->comp.rttvar_ns;
 	if (p < min)
 		p = min;
-	if (qp->timeout_ns && p > qp->timeout_ns / 2)
-		p = qp->timeout_ns / 2;
-	return p;
+	return p < cap ? p : cap;
 }
 
 static struct sr_swqe *oldest(struct sr_qp *qp)
@@ -182,22 +205,38 @@ static bool repair_answered(struct sr_qp *qp, bool is_ack)
 	return false;
 }
 
-/* First probe after 2 RTTs without progress (at least 500 us), at most half the fast
- * retransmission delay. */
+/*
+ * First probe after 2 RTTs without progress (at least 500 us), at most half the fast
+ * retransmission delay -- but never before the round trip plus its variance (SRTT + 2
+ * RTTVAR): an ACK that is merely on its way is not a lost tail. On loopback that floor is far
+ * below 500 us and changes nothing; on a path 20 ms away, half the fast retransmission delay
+ * came before the ACKs. No probe before the first sample (see probe_ns): `fast` is then the
+ * local ACK timeout.
+ */
 static uint64_t tlp_ns(const struct sr_qp *qp, uint64_t fast)
 {
 	uint64_t p = 2 * qp->comp.srtt_ns;
+	uint64_t floor = qp->comp.srtt_ns + 2 * qp->comp.rttvar_ns;
 
+	if (!qp->comp.srtt_ns)
+		return fast;
 	if (p < 500000)
 		p = 500000;
-	return p < fast / 2 ? p : fast / 2;
+	if (p > fast / 2)
+		p = fast / 2;
+	if (p < floor)
+		p = floor;
+	return p < fast ? p : fast;
 }
 
 static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout, bool repair)
 {
-	sr_dbg("qp#%u: retry from PSN %u (%s%s), sent up to %u, retries left %u", sr_qpn(qp), psn,
+	sr_dbg("qp#%u: retry from PSN %u (%s%s), sent up to %u, retries left %u, srtt %llu us, "
+	       "rttvar %llu us, %llu us since progress", sr_qpn(qp), psn,
 	       timeout ? "timeout" : count ? "NAK" : "NAK, implied NAK or fast retransmit",
-	       count ? ", counted" : "", qp->req.high_psn, qp->comp.retry_left);
+	       count ? ", counted" : "", qp->req.high_psn, qp->comp.retry_left,
+	       (unsigned long long)qp->comp.srtt_ns / 1000, (unsigned long long)qp->comp.rttvar_ns / 1000,
+	       (unsigned long long)(sr_now_ns() - qp->comp.last_progress) / 1000);
 	sr_cwnd_loss(qp, timeout);
 	if (count) {
 		if (!qp->comp.retry_left) {

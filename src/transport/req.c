@@ -560,7 +560,11 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 		uint32_t psn0 = qp->req.psn, off0 = qp->req.offset, since0 = qp->req.since_ackreq;
 		int n;
 
-		qp->comp.rtt_valid = false;	/* Karn: no RTT sample across a resend */
+		/* Karn: no RTT sample from a packet sent twice. Resending another (older) one
+		 * leaves the sample alone: its own ACK still answers it alone (a re-ACK of the
+		 * copy, which covers it too, leaves after it). */
+		if (qp->comp.rtt_valid && psn == qp->comp.rtt_psn)
+			qp->comp.rtt_valid = false;
 		qp->req.psn = psn;
 		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * w->seg;
 		qp->req.force_ackreq = true;

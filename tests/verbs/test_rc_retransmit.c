@@ -171,8 +171,19 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 
 	printf("%s A (6 packets), B (2 packets); back to A by %s; ACK for B's first packet\n",
 	       send ? "SEND" : "WRITE", by_nak ? "a stale NAK" : "a fast retransmission");
-	qp = make_qp(P, by_nak ? 0 : 14, 7);	/* 0: no timer at all (only the NAK rewinds) */
+	qp = make_qp(by_nak ? P : P - 1, by_nak ? 0 : 14, 7);	/* 0: no timer (only the NAK rewinds) */
 	vu_fill(lb.p, 8 * MTU, 1);
+	if (!by_nak) {
+		/* One message answered first: the requester probes and retransmits early only
+		 * once it has measured a round trip (before, the IBA timeout alone runs, as TCP's
+		 * initial RTO: comp.c probe_ns). */
+		CHECK_EQ(vu_post_rdma(qp, 9, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 16, RVA, RKEY, 0), 0);
+		ok = EXPECT_PKT(OPC(WRITE_ONLY), P - 1, lb.p, 0, 16);
+		ack(P - 1, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+		EXPECT_DONE(9, "the first WRITE");
+		if (!ok)
+			goto out;
+	}
 	{
 		/* One post for both: the first flight then leaves under one hold of the QP lock,
 		 * and no tail-loss probe (500 us) can come between A and B when this thread is
