@@ -612,7 +612,7 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	if (id->listener)
 		id->listener->pending--;
 	if (cid->ps == RDMA_PS_UDP) {
-		ret = accept_ud(id, p);
+		ret = id->ibcm ? cm_ibcm_accept_ud(id, p) : accept_ud(id, p);
 		pthread_mutex_unlock(&cm.lock);
 		return ret ? fail(ret) : 0;
 	}

@@ -216,9 +216,10 @@ uint32_t cm_my_psn(struct cm_id *id);	/* the starting send PSN, chosen once (api
 bool cm_port_held(uint16_t port_be, uint16_t ps);
 
 /* ---- the IB CM on the wire (ibcm/drive.c) -------------------------------------------------
- * With SOFTRDMA_CM_WIRE=ibcm, RC, UC and XRC connections are set up with CM MADs on QP1 (the
- * kernel's rdma_cm's protocol) instead of the private UDP protocol; UD ids (SIDR) keep the
- * private protocol. A listener takes both. Every call with cm.lock held. */
+ * With SOFTRDMA_CM_WIRE=ibcm, RC, UC and XRC connections (REQ..RTU) and the UD ids of
+ * RDMA_PS_UDP (SIDR_REQ/SIDR_REP) are set up with CM MADs on QP1 (the kernel's rdma_cm's
+ * protocol) instead of the private UDP protocol. A listener takes both. Every call with
+ * cm.lock held. */
 bool cm_ibcm_on(void);				/* the parameter says ibcm */
 bool cm_ibcm_for(const struct cm_id *id);	/* on, and id is a connected (non-UD) one */
 int cm_ibcm_open(void);				/* QP1 on every device (once) */
@@ -226,6 +227,7 @@ bool cm_ibcm_event(void *ptr);			/* CM thread: ptr a device's QP1 event? drained
 uint64_t cm_ibcm_timers(void);			/* CM thread: retransmissions; ms to the next */
 int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p);
 int cm_ibcm_accept(struct cm_id *id, struct rdma_conn_param *p);
+int cm_ibcm_accept_ud(struct cm_id *id, struct rdma_conn_param *p);	/* SIDR_REP */
 int cm_ibcm_reject(struct cm_id *id, const void *pdata, uint8_t len, uint16_t reason);
 int cm_ibcm_establish(struct cm_id *id);
 int cm_ibcm_disconnect(struct cm_id *id);

@@ -10,6 +10,9 @@
 #   ucmatose              1 connection, 10 messages each way
 #   rdma_server/client    the synchronous rdma_create_ep API
 #   ib_write_bw -R        perftest's rdma_cm mode (two connections, a listener replaced)
+#   rdma_xserver -c x     XRC (RDMA_PS_IB): an XRC_SEND QP to an XRC_RECV QP and its SRQ
+#   rstream               rsockets (65536 bytes x 100)
+#   udaddy                UD ids: SIDR_REQ / SIDR_REP
 #   no listener           rping to a port nobody listens on: REJECTED (invalid service ID) at once
 #   nobody there          rping to an address no host has: UNREACHABLE after the REQ's retries
 #
@@ -21,7 +24,7 @@
 . "$(dirname "$0")/lib.sh"
 need_build
 need_root
-need_cmd rping ucmatose rdma_server rdma_client ib_write_bw tshark timeout python3 ss
+need_cmd rping ucmatose udaddy rstream rdma_xserver rdma_server rdma_client ib_write_bw tshark timeout python3 ss
 export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SOFTRDMA_CM_WIRE=ibcm
 
@@ -75,9 +78,10 @@ pair() {
 		"$(sr_stat "$SR_TMP/$name.srv.stats" cm_msgs_rcvd)"
 	sr_expect_eq "$name: private CM datagrams received by the client" 0 \
 		"$(sr_stat "$SR_TMP/$name.cli.stats" cm_msgs_rcvd)"
-	sr_expect_ge "$name: CM MADs received by the server (REQ, RTU at least)" 2 \
+	sr_expect_ge "$name: CM MADs received by the server (REQ and RTU, or the SIDR_REQ)" \
+		"${SRV_MADS:-2}" \
 		"$(sr_stat "$SR_TMP/$name.srv.stats" cm_mads_rcvd)"
-	sr_expect_ge "$name: CM MADs received by the client (the REP at least)" 1 \
+	sr_expect_ge "$name: CM MADs received by the client (the REP or SIDR_REP)" 1 \
 		"$(sr_stat "$SR_TMP/$name.cli.stats" cm_mads_rcvd)"
 }
 
@@ -139,6 +143,25 @@ pair write_bw_R "$port" "ib_write_bw -R -x 0 -F -p $port -n 200 -s 65536" \
 	"ib_write_bw -R -x 0 -F -p $port -n 200 -s 65536 $SRV_IP" &&
 	sr_expect_grep "ib_write_bw -R: the result row" '^ *65536 +200 +[0-9.]+' \
 		"$SR_TMP/write_bw_R.cli.out"
+
+# XRC over rdma_cm (RDMA_PS_IB, the REQ's extended transport type), and rsockets.
+port=$(sr_free_port "$SR_NSA")
+pair rdma_xserver_xrc "$port" "rdma_xserver -p $port -c x" "rdma_xclient -s $SRV_IP -p $port -c x" &&
+	sr_expect_grep "rdma_xserver -c x: the server's XRC SRQ received" 'rdma_xserver: end 0' \
+		"$SR_TMP/rdma_xserver_xrc.srv.out"
+port=$(sr_free_port "$SR_NSA")
+pair rstream "$port" "rstream -b $SRV_IP -p $port -S 65536 -C 100" \
+	"rstream -s $SRV_IP -p $port -S 65536 -C 100" &&
+	sr_expect_grep "rstream: the transfer line" '^custom +64k +100 ' "$SR_TMP/rstream.cli.out"
+
+# udaddy: UD through rdma_cm (SIDR_REQ / SIDR_REP; its fixed port 7174), the server answering
+# each datagram through ibv_create_ah_from_wc.
+SRV_MADS=1 pair udaddy 7174 "udaddy -b $SRV_IP" "udaddy -s $SRV_IP" &&
+	sr_expect_grep "udaddy: client completed" '^test complete' "$SR_TMP/udaddy.cli.out" && {
+	tshark -r "$SR_TMP/udaddy.pcap" -Y infiniband.mad >"$SR_TMP/udaddy.mads.txt" 2>/dev/null
+	sr_expect_grep "udaddy capture: tshark's CM SIDR_REQ" 'CM: ServiceIDResReq$' "$SR_TMP/udaddy.mads.txt"
+	sr_expect_grep "udaddy capture: tshark's CM SIDR_REP" 'CM: ServiceIDResReqResp' "$SR_TMP/udaddy.mads.txt"
+}
 
 # No listener on the port: the QP1 of the server's process (an rping server on another port)
 # answers the REQ with a REJ (invalid service ID), and rping gives up at once.

@@ -13,6 +13,8 @@
  *                      with a DREP at once and gives DISCONNECTED; the QP is left as it is
  *                      (the kernel's rdma_cm moves it to ERR only in rdma_disconnect)
  *   no answer       -> the state machine's retransmissions, then UNREACHABLE (-ETIMEDOUT)
+ *   UD ids (RDMA_PS_UDP): SIDR_REQ -> CONNECT_REQUEST; rdma_accept/reject -> SIDR_REP ->
+ *                      ESTABLISHED (QPN, Q_Key) or UNREACHABLE (its status)
  *
  * PSNs follow the kernel's ib_cm: the starting PSN of a REQ or REP is the PSN its sender's QP
  * expects to receive; the receiver sends from it.
@@ -53,8 +55,15 @@ bool cm_ibcm_on(void)
 
 bool cm_ibcm_for(const struct cm_id *id)
 {
-	return cm_ibcm_on() && id->id.ps != RDMA_PS_UDP && id->id.ps != RDMA_PS_IPOIB &&
-	       cm_qpt(id) != IBV_QPT_UD;
+	if (!cm_ibcm_on() || id->id.ps == RDMA_PS_IPOIB)
+		return false;
+	/* UD ids of RDMA_PS_UDP: SIDR_REQ / SIDR_REP; connected ones: REQ .. RTU */
+	return id->id.ps == RDMA_PS_UDP || cm_qpt(id) != IBV_QPT_UD;
+}
+
+static bool sidr(const struct cm_id *id)
+{
+	return id->id.ps == RDMA_PS_UDP;
 }
 
 static uint64_t now_ns(void)
@@ -409,6 +418,121 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 	event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &m);
 }
 
+/* ---- SIDR (IBA 12.11): UD ids of RDMA_PS_UDP -------------------------------------------------- */
+static void sidr_rep_raw(struct cm_dev *d, struct ibv_ah *ah, const struct sr_cm_mad *in,
+			 uint8_t status)
+{
+	struct sr_cm_mad r;
+
+	memset(&r, 0, sizeof(r));
+	r.hdr = in->hdr;
+	r.hdr.attr_id = SR_CM_ATTR_SIDR_REP;
+	r.sidr_rep.request_id = in->sidr_req.request_id;
+	r.sidr_rep.service_id = in->sidr_req.service_id;
+	r.sidr_rep.status = status;
+	send_mad(d, ah, &r);
+}
+
+static void on_sidr_req(struct cm_dev *d, struct ibcm_rx *rx)
+{
+	const struct sr_cm_mad *mad = &rx->mad;
+	struct ibcm_rdma_conn p;
+	struct cm_id *l, *c;
+	struct cm_msg m;
+
+	/* A retransmission: the id made for its first copy answers (or will). */
+	for (c = cm.ids; c; c = c->next) {
+		if (c->ibcm && sidr(c) && c->listener && c->state != CM_DESTROYING &&
+		    c->ib.remote_id == mad->sidr_req.request_id &&
+		    gid_ip_eq(c->peer_gid.raw, rx->sgid.raw)) {
+			if (c->ib.have_last)
+				send_mad(c->dev, c->ib_ah, &c->ib.last);
+			return;
+		}
+	}
+	if (ibcm_rdma_sidr_req_parse(&mad->sidr_req, &p)) {
+		cm_count("cm_drop_malformed");
+		sidr_rep_raw(d, rx->ah, mad, SR_CM_SIDR_UNSUPPORTED);
+		return;
+	}
+	uint16_t port = (uint16_t)mad->sidr_req.service_id;
+
+	l = find_listener(d, p.ps, port);
+	if (!l || l->id.ps != RDMA_PS_UDP) {
+		if (!l && cm_port_held(htons(port), p.ps)) {
+			cm_count("cm_req_held");
+			return;
+		}
+		sidr_rep_raw(d, rx->ah, mad, SR_CM_SIDR_UNSUPPORTED);
+		return;
+	}
+	if (l->pending >= l->backlog)
+		return;
+	c = cm_id_alloc(l->chan, l->id.context, l->id.ps, l->id.qp_type);
+	if (!c)
+		return;
+	c->ibcm = true;
+	ibcm_init(&c->ib, c->local_id);
+	c->ib.remote_id = mad->sidr_req.request_id;
+	c->ib.tid = mad->hdr.tid;
+	c->ib_ah = rx->ah;
+	rx->ah = NULL;
+	c->listener = l;
+	c->state = CM_REQ_RCVD;
+	c->sock = l->lsock;
+	c->sock_ref = l->lsock != NULL;
+	cm_sock_get(l->lsock);
+	c->dev = d;
+	c->id.verbs = d->ctx;
+	c->id.pd = cm_dev_pd(d);
+	c->id.port_num = 1;
+	memcpy(&c->id.route.addr.src_addr, &p.dst, sizeof(struct sockaddr_in6));
+	memcpy(&c->id.route.addr.dst_addr, &p.src, sizeof(struct sockaddr_in6));
+	memcpy(&c->peer_cm, &p.src, sizeof(struct sockaddr_in6));
+	c->peer_gid = rx->sgid;
+	c->path_mtu = d->mtu;
+	c->qkey = RDMA_UDP_QKEY;
+	l->pending++;
+	msg_pdata(&m, CM_MSG_SIDR_REQ, p.pdata, p.pdata_len);
+	m.gid = rx->sgid;
+	m.qkey = RDMA_UDP_QKEY;
+	cm_count("cm_reqs_rcvd");
+	event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &m);
+}
+
+static void on_sidr_rep(struct cm_dev *d, struct ibcm_rx *rx)
+{
+	const struct sr_cm_sidr_rep *r = &rx->mad.sidr_rep;
+	struct ibcm_rdma_conn p;
+	struct cm_msg m;
+	struct cm_id *id = NULL;
+
+	for (struct cm_id *i = cm.ids; i; i = i->next)
+		if (i->ibcm && sidr(i) && i->dev == d && i->local_id == r->request_id &&
+		    i->state == CM_REQ_SENT && gid_ip_eq(i->peer_gid.raw, rx->sgid.raw))
+			id = i;
+	if (!id) {
+		cm_count("cm_drop_unknown");
+		return;
+	}
+	ibcm_rdma_sidr_rep_parse(r, &p);
+	id->ib.deadline = 0;
+	msg_pdata(&m, CM_MSG_SIDR_REP, p.pdata, p.pdata_len);
+	m.gid = id->peer_gid;
+	m.qpn = p.qpn;
+	m.qkey = p.qkey;
+	if (p.sidr_status == SR_CM_SIDR_SUCCESS) {
+		id->peer_qpn = p.qpn;
+		id->state = CM_ESTABLISHED;
+		event(id, RDMA_CM_EVENT_ESTABLISHED, 0, &m);
+	} else {
+		cm_count("cm_rejects_rcvd");
+		id->state = CM_DISCONNECTED;
+		/* as the kernel's rdma_cm: UNREACHABLE, the SIDR status as the event's status */
+		event(id, RDMA_CM_EVENT_UNREACHABLE, p.sidr_status, &m);
+	}
+}
+
 /* The communication ID a MAD names as the receiver's. */
 static uint32_t mad_remote_id(const struct sr_cm_mad *m)
 {
@@ -435,19 +559,12 @@ static void on_mad(struct cm_dev *d, struct ibcm_rx *rx)
 	case SR_CM_ATTR_REQ:
 		on_req(d, rx);
 		return;
-	case SR_CM_ATTR_SIDR_REQ: {
-		/* UD ids keep the private protocol for now: the service is not offered here */
-		struct sr_cm_mad r;
-
-		memset(&r, 0, sizeof(r));
-		r.hdr = m->hdr;
-		r.hdr.attr_id = SR_CM_ATTR_SIDR_REP;
-		r.sidr_rep.request_id = m->sidr_req.request_id;
-		r.sidr_rep.service_id = m->sidr_req.service_id;
-		r.sidr_rep.status = SR_CM_SIDR_UNSUPPORTED;
-		send_mad(d, rx->ah, &r);
+	case SR_CM_ATTR_SIDR_REQ:
+		on_sidr_req(d, rx);
 		return;
-	}
+	case SR_CM_ATTR_SIDR_REP:
+		on_sidr_rep(d, rx);
+		return;
 	default:
 		break;
 	}
@@ -525,6 +642,25 @@ uint64_t cm_ibcm_timers(void)
 
 		if (!id->ibcm || id->state == CM_DESTROYING || !id->ib.deadline)
 			continue;
+		if (sidr(id)) {
+			/* a SIDR_REQ unanswered: sent again, then UNREACHABLE (12.11.2) */
+			if (now >= id->ib.deadline) {
+				if (id->state != CM_REQ_SENT) {
+					id->ib.deadline = 0;
+				} else if (id->ib.retries--) {
+					send_mad(id->dev, id->ib_ah, &id->ib.last);
+					id->ib.deadline = now + id->ib.wait_ns;
+				} else {
+					id->ib.deadline = 0;
+					cm_count("cm_timeouts");
+					id->state = CM_DISCONNECTED;
+					event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
+				}
+			}
+			if (id->ib.deadline && id->ib.deadline < next)
+				next = id->ib.deadline;
+			continue;
+		}
 		if (now >= id->ib.deadline) {
 			ibcm_timer(&id->ib, now, &out);
 			handle(id, &out, NULL);
@@ -578,6 +714,95 @@ static uint64_t ca_guid(struct cm_dev *d)
 	return be64toh(ibv_get_device_guid(d->ctx->device));
 }
 
+static int sidr_connect(struct cm_id *id, struct rdma_conn_param *p)
+{
+	struct ibcm_rdma_conn c;
+	struct sr_cm_mad m;
+	int ret;
+
+	dst_gid(id, &id->peer_gid);
+	ibcm_rdma_defaults(&c);
+	c.ps = (uint16_t)id->id.ps;
+	memcpy(&c.src, &id->id.route.addr.src_addr, sizeof(struct sockaddr_in6));
+	memcpy(&c.dst, &id->id.route.addr.dst_addr, sizeof(struct sockaddr_in6));
+	c.pdata = p ? p->private_data : NULL;
+	c.pdata_len = p ? p->private_data_len : 0;
+	memset(&m, 0, sizeof(m));
+	ret = ibcm_rdma_sidr_req_build(&m.sidr_req, &c);
+	if (ret)
+		return ret;
+	m.sidr_req.request_id = id->local_id;
+	m.hdr = (struct sr_mad_hdr){
+		.base_version = SR_MAD_BASE_VERSION, .mgmt_class = SR_MAD_CLASS_CM,
+		.class_version = SR_MAD_CM_CLASS_VERSION, .method = SR_MAD_METHOD_SEND,
+		.tid = new_tid(id->local_id), .attr_id = SR_CM_ATTR_SIDR_REQ,
+	};
+	if (id->ib_ah)
+		ibv_destroy_ah(id->ib_ah);
+	id->ib_ah = ibcm_agent_ah(id->dev->agent, &id->peer_gid);
+	if (!id->ib_ah)
+		return errno ? -errno : -ENOMEM;
+	id->ibcm = true;
+	ibcm_init(&id->ib, id->local_id);
+	id->ib.last = m;
+	id->ib.have_last = true;
+	id->ib.retries = IBCM_MAX_RETRIES;
+	id->ib.wait_ns = ibcm_timeout_ns(IBCM_RESP_TIMEOUT) + 2 * 4096ull * (1u << 12);
+	id->ib.deadline = now_ns() + id->ib.wait_ns;
+	id->state = CM_REQ_SENT;
+	send_mad(id->dev, id->ib_ah, &m);
+	cm_kick();
+	return 0;
+}
+
+/* rdma_accept / rdma_reject of a SIDR_REQ: the SIDR_REP (success with the UD QP's number and
+ * Q_Key, or "rejected"), repeated to a retransmitted SIDR_REQ. */
+static int sidr_answer(struct cm_id *id, uint8_t status, uint32_t qpn, const void *pdata,
+		       uint8_t len)
+{
+	struct ibcm_rdma_conn c;
+	struct sr_cm_mad m;
+	int ret;
+
+	ibcm_rdma_defaults(&c);
+	c.sidr_status = status;
+	c.qpn = qpn;
+	c.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;
+	c.pdata = pdata;
+	c.pdata_len = len;
+	memset(&m, 0, sizeof(m));
+	ret = ibcm_rdma_sidr_rep_build(&m.sidr_rep,
+				       ibcm_rdma_service_id((uint16_t)id->id.ps,
+							    ntohs(rdma_get_src_port(&id->id))),
+				       &c);
+	if (ret)
+		return ret;
+	m.sidr_rep.request_id = id->ib.remote_id;
+	m.hdr = (struct sr_mad_hdr){
+		.base_version = SR_MAD_BASE_VERSION, .mgmt_class = SR_MAD_CLASS_CM,
+		.class_version = SR_MAD_CM_CLASS_VERSION, .method = SR_MAD_METHOD_SEND,
+		.tid = id->ib.tid, .attr_id = SR_CM_ATTR_SIDR_REP,
+	};
+	id->ib.last = m;
+	id->ib.have_last = true;
+	send_mad(id->dev, id->ib_ah, &m);
+	return 0;
+}
+
+int cm_ibcm_accept_ud(struct cm_id *id, struct rdma_conn_param *p)
+{
+	int ret;
+
+	if (p && p->private_data_len > SR_CM_SIDR_REP_PDATA)
+		return -EINVAL;
+	ret = sidr_answer(id, SR_CM_SIDR_SUCCESS,
+			  id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0,
+			  p ? p->private_data : NULL, p ? p->private_data_len : 0);
+	if (!ret)
+		id->state = CM_ESTABLISHED;
+	return ret;
+}
+
 int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 {
 	struct ibcm_rdma_conn c;
@@ -589,6 +814,8 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 		return ret;
 	if (!id->dev || !id->dev->agent)
 		return -ENODEV;
+	if (sidr(id))
+		return sidr_connect(id, p);
 	id->my_qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
 	if (p) {
 		id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;
@@ -694,6 +921,11 @@ int cm_ibcm_reject(struct cm_id *id, const void *pdata, uint8_t len, uint16_t re
 	struct ibcm_out out;
 	int ret;
 
+	if (sidr(id)) {
+		if (len > SR_CM_SIDR_REP_PDATA)
+			return -EINVAL;
+		return sidr_answer(id, SR_CM_SIDR_REJECT, 0, pdata, len);
+	}
 	if (len > SR_CM_REJ_PDATA)
 		return -EINVAL;
 	ret = ibcm_send_rej(&id->ib, reason, pdata, len, now_ns(), &out);
@@ -753,6 +985,15 @@ void cm_ibcm_destroy(struct cm_id *id)
 	struct ibcm_out out;
 	uint64_t now = now_ns();
 
+	if (sidr(id)) {
+		/* SIDR leaves nothing to tear down; a request not answered yet is rejected */
+		if (id->state == CM_REQ_RCVD) {
+			sidr_answer(id, SR_CM_SIDR_REJECT, 0, NULL, 0);
+			if (id->listener)
+				id->listener->pending--;
+		}
+		goto out;
+	}
 	switch (id->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
@@ -778,6 +1019,7 @@ void cm_ibcm_destroy(struct cm_id *id)
 	}
 	if (id->listener && id->ib.remote_id)
 		timewait_add(id);
+out:
 	id->ib.deadline = 0;
 	if (id->ib_ah)
 		ibv_destroy_ah(id->ib_ah);
