@@ -111,6 +111,7 @@ struct sr_nic {
 	_Atomic uint64_t app_poll_ns;	/* when an application last polled for packets (0: never) */
 	_Atomic int cq_backlog;		/* CQs holding SR_CQ_BACKLOG+ completions nobody polled yet */
 	_Atomic int cq_notify;		/* CQs armed for an event on a channel (ibv_req_notify_cq) */
+	_Atomic uint64_t cq_arm_ns;	/* when a CQ with a channel was last armed */
 	_Atomic bool rx_watching;	/* the progress thread watches a polling application */
 	_Atomic bool backlog_off;	/* a backlog outlasted the pause: no pause until one is polled */
 	_Atomic bool rx_paused;		/* the progress thread leaves the socket to the application */

@@ -378,10 +378,13 @@ int sr_cq_arm(struct sr_cq *cq, int solicited_only)
 
 	pthread_mutex_lock(&cq->lock);
 	/* Its consumer may sleep on the channel now, where softrdma cannot see it: the progress
-	 * thread does not watch (rx_watch_us) while any CQ is armed so, and one watching now is
+	 * thread does not watch (rx_watch_us) while any CQ is armed so, unless applications
+	 * went on polling for rx_watch_us after the arm (nic_thread), and one watching now is
 	 * kicked, to arm the socket (after the unlock: the thread's completions take this lock). */
-	if (!cq->armed && cq->chan) {
-		atomic_fetch_add(&nic->cq_notify, 1);
+	if (cq->chan) {
+		if (!cq->armed)
+			atomic_fetch_add(&nic->cq_notify, 1);
+		atomic_store(&nic->cq_arm_ns, sr_now_ns());
 		kick = atomic_load(&nic->rx_watching);
 	}
 	/* "Next" wins over "solicited" when both are requested (IBA 11.4.2.2). */

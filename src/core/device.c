@@ -695,6 +695,7 @@ static void *nic_thread(void *arg)
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == nic->fd) {
 				armed = false;	/* one-shot: disarmed by this report */
+				sr_stat_inc(&nic->stats, SR_STAT_rx_thread_wakes);
 			} else if (ev[i].data.fd == nic->evfd) {
 				uint64_t v;
 
@@ -733,15 +734,22 @@ static void *nic_thread(void *arg)
 			uint64_t watch_ns = (uint64_t)sr_params()->rx_watch_us * 1000;
 			/* The watch (rx_watch_us): the application polled a moment ago, and no
 			 * consumer may be asleep on a completion channel (they wait in poll() on
-			 * its fd as often as in ibv_get_cq_event, unseen). rx_watching is stored
-			 * before cq_notify is read, and sr_cq_arm counts before it reads
-			 * rx_watching: one of the two sees the other, so an armed CQ either ends
-			 * the watch here or kicks the thread out of it. */
+			 * its fd as often as in ibv_get_cq_event, unseen) -- unless the polling
+			 * went on for rx_watch_us after the last CQ was armed. A consumer that arms
+			 * its CQ, polls once more (the usual order) and sleeps stops polling at
+			 * once; a poller that keeps going long after an arm is another thread
+			 * (UCX's async thread sleeps on its UD CQ's channel for as long as the
+			 * process lives, while the application polls its RC CQs), and its polls
+			 * receive for the sleeper too. rx_watching is stored before cq_notify and
+			 * cq_arm_ns are read, and sr_cq_arm stores those before it reads
+			 * rx_watching: one of the two sees the other, so an arm either ends the
+			 * watch here or kicks the thread out of it. */
 			bool watching = watch_ns && last && now - last < watch_ns;
 
 			if (watching) {
 				atomic_store(&nic->rx_watching, true);
-				watching = !atomic_load(&nic->cq_notify);
+				watching = !atomic_load(&nic->cq_notify) ||
+					   last >= atomic_load(&nic->cq_arm_ns) + watch_ns;
 			}
 
 			if (!grace && last && now - last < SR_APP_ACTIVE_NS) {
