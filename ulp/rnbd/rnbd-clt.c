@@ -263,10 +263,18 @@ int rnbd_clt_open(struct rnbd_clt *c, const char *name, unsigned mode)
 int rnbd_clt_close(struct rnbd_clt *c)
 {
 	struct rnbd_msg_close m;
+	int state;
 
 	if (!c->open)
 		return 0;
 	c->open = false;
+	pthread_mutex_lock(&c->st_lock);
+	state = c->state;
+	pthread_mutex_unlock(&c->st_lock);
+	/* not mapped: the server dropped the open with the session; a CLOSE would only wait for
+	 * a path (up to the transport's fail timeout) to be refused */
+	if (state != RNBD_CLT_MAPPED)
+		return 0;
 	rnbd_enc_close(&m, c->a.device_id);
 	return rnbd_clt_raw(c, RNBD_DIR_WRITE, &m, sizeof(m), NULL, 0);
 }
