@@ -670,7 +670,10 @@ int64_t sr_net_tick(struct sr_nic *nic)
 
 	if (!f)
 		return -1;
-	pthread_mutex_lock(&f->lock);
+	/* Held by a sending thread, which sends what is due first: look again soon rather than
+	 * wait behind it (preempted on a loaded machine, it would stall the whole thread). */
+	if (pthread_mutex_trylock(&f->lock))
+		return 200000;
 	now = sr_now_ns();
 	if (f->held && now - f->held_at > 1000000)
 		release_held(nic, f);

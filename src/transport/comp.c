@@ -55,7 +55,7 @@ static uint64_t local_ack_timeout(const struct sr_qp *qp);
 
 /*
  * How long without progress before a fast (uncounted) go-back-N: the retransmission timeout of
- * TCP (RFC 6298), SRTT + 4 RTTVAR, at least rto_min_us (a loaded 2-core machine delays ACKs by
+ * TCP (RFC 6298), SRTT + 4 RTTVAR (at least 2 SRTT, below), at least rto_min_us (a loaded 2-core machine delays ACKs by
  * milliseconds, and a spurious go-back-N adds load), at most the local ACK timeout in force
  * (the IBA timeout is the user's bound on the round trip; past it the counted timer acts). A
  * tail loss (the last packets of a window, with nothing after them to reveal the gap) would
@@ -73,6 +73,12 @@ static uint64_t probe_ns(const struct sr_qp *qp)
 	if (!qp->comp.srtt_ns)
 		return cap;
 	p = qp->comp.srtt_ns + 4 * qp->comp.rttvar_ns;
+	/* ... and at least two round trips: in a stream the ACKs come in bursts a round trip
+	 * apart and a steady path leaves RTTVAR small, so SRTT + 4 RTTVAR sat just above the gap
+	 * between bursts and a scheduling hiccup crossed it (a go-back-N of the whole window each
+	 * time). A lost tail is the probe's first (tlp_ns); Linux floors the variance term too. */
+	if (p < 2 * qp->comp.srtt_ns)
+		p = 2 * qp->comp.srtt_ns;
 	if (p < min)
 		p = min;
 	return p < cap ? p : cap;
