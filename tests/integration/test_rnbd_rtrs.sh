@@ -182,9 +182,12 @@ timeout 600 ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$SR_VA,$SR_VA2" "$SR" r
 SRV_PID=$!
 SR_BG+=($!)
 for ((i = 0; i < 100; i++)); do grep -q exporting "$SR_TMP/srv.log" && break; sleep 0.1; done
+# (RTRS's default fail timeout, 30 s: a request in flight when the server drops the session
+# (under heavy load its heartbeats can miss on both paths at once) waits for the reconnect, is
+# answered ENOTCONN by the new session and sent again after the remap, instead of failing)
 start_client ns "$SR_NSB" "$SR_VB,$SR_VB2" device=disk.img session=ns1 stats="$SR_TMP/ns.stats" \
 	path="$SR_NET.2@$SR_NET.1:$PORT" path="$SR_NET2.2@$SR_NET2.1:$PORT" \
-	hb_interval_ms=200 hb_missed=5 reconnect_delay_ms=500 fail_timeout_ms=5000 \
+	hb_interval_ms=200 hb_missed=5 reconnect_delay_ms=500 \
 	rtrs_stats_dir="$SR_TMP/rtrs" ||
 	{ sr_fail "netns: client did not come up"; sr_tail "$SR_TMP/ns.log" >&2; sr_tail "$SR_TMP/srv.log" >&2; sr_finish; }
 NS_PID=$CLI_PID
