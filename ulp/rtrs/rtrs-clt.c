@@ -291,6 +291,8 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 	struct ibv_sge sge;
 	uint32_t off;
 	struct ibv_send_wr pre[2], *head = NULL;
+	uint32_t nk = 0;	/* the READ window's new key, kept only once posted */
+	int win = 0;
 
 	if (!con->qp)
 		return ENOTCONN;
@@ -327,7 +329,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 							       .invalidate_rkey = p->rmw_key[r->id] };
 				k++;
 			}
-			uint32_t nk = ibv_inc_rkey(p->rmw_key[r->id]);
+			nk = ibv_inc_rkey(p->rmw_key[r->id]);
 			pre[k] = (struct ibv_send_wr){ .wr_id = UINT64_MAX, .opcode = IBV_WR_BIND_MW };
 			pre[k].bind_mw.mw = p->rmw[r->id];
 			pre[k].bind_mw.rkey = nk;
@@ -336,8 +338,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 			if (k)
 				pre[0].next = &pre[1];
 			head = &pre[0];
-			p->rmw_key[r->id] = nk;
-			p->rmw_bound[r->id] = 1;
+			win = 1;
 			d.key = nk;
 			rd.flags = RTRS_MSG_NEED_INVAL_F;
 		}
@@ -363,7 +364,18 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 	} else {
 		head = &wr;
 	}
-	if (ibv_post_send(con->qp, head, &bad))
+	int rc = ibv_post_send(con->qp, head, &bad);
+	if (win) {
+		/* the window's state follows what was posted: the WRs before *bad were */
+		struct ibv_send_wr *bind = head->next == &wr ? head : head->next;
+		if (!rc || bad == &wr) {
+			p->rmw_key[r->id] = nk;
+			p->rmw_bound[r->id] = 1;
+		} else if (bad == bind && bind != head) {
+			p->rmw_bound[r->id] = 0;	/* only the LOCAL_INV went */
+		}
+	}
+	if (rc)
 		return EIO;
 	r->path = p;
 	r->state = REQ_INFLIGHT;
