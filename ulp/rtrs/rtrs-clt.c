@@ -766,6 +766,10 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 			if (wc[i].wr_id == CLT_WRID_TEST)
 				c->test_status = (int)wc[i].status;
 			if (wc[i].status != IBV_WC_SUCCESS) {
+				if (getenv("RTRS_DEBUG"))
+					fprintf(stderr, "rtrs-clt: %s: path %s con %u: %s (wr_id %llu opcode %d)\n",
+						c->name, p->dst_s, con->cid, ibv_wc_status_str(wc[i].status),
+						(unsigned long long)wc[i].wr_id, (int)wc[i].opcode);
 				path_fail(c, p, EIO);
 				return;
 			}
