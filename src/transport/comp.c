@@ -216,16 +216,22 @@ static bool repair_answered(struct sr_qp *qp, bool is_ack)
  * retransmission delay -- but never before the round trip plus its variance (SRTT + 2
  * RTTVAR): an ACK that is merely on its way is not a lost tail. On loopback that floor is far
  * below 500 us and changes nothing; on a path 20 ms away, half the fast retransmission delay
- * came before the ACKs. No probe before the first sample (see probe_ns): `fast` is then the
- * local ACK timeout.
+ * came before the ACKs. Before the first sample (probe_ns: `fast` is then the local ACK
+ * timeout), see below.
  */
 static uint64_t tlp_ns(const struct sr_qp *qp, uint64_t fast)
 {
 	uint64_t p = 2 * qp->comp.srtt_ns;
 	uint64_t floor = qp->comp.srtt_ns + 2 * qp->comp.rttvar_ns;
 
-	if (!qp->comp.srtt_ns)
-		return fast;
+	if (!qp->comp.srtt_ns) {
+		/* No round trip measured yet: 500 us as before (a stall on loopback ends at once),
+		 * doubled after each probe sent before the first sample and kept so across flights
+		 * (Karn's backoff): on a long path the probes then soon wait long enough for a
+		 * sample to get through, a few spurious packets once per QP. */
+		p = qp->comp.tlp0_ns > 500000 ? qp->comp.tlp0_ns : 500000;
+		return p < fast ? p : fast;
+	}
 	if (p < 500000)
 		p = 500000;
 	if (p > fast / 2)
@@ -614,6 +620,8 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 		 * an ACK was lost, the answer (or a duplicate's re-ACK) says where the peer is. */
 		if (resend_one(qp, qp->comp.psn, false))
 			sr_stat_inc(&qp->nic->stats, SR_STAT_tail_probes);
+		if (!qp->comp.srtt_ns)
+			qp->comp.tlp0_ns = 2 * tlp_ns(qp, probe_ns(qp));
 		qp->comp.tlp_at = now;
 		qp->comp.tlp_count++;
 		tlp = qp->comp.tlp_count < 2 ? now + tlp_ns(qp, probe_ns(qp)) : 0;

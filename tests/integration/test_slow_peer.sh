@@ -6,7 +6,8 @@
 # SOFTRDMA_FAULT=delay=20000,jitter=5000 (the kernel here has no netem; softrdma's delay line
 # is a FIFO, docs/architecture.md "Fault injection"). Nothing is lost on this path, so every
 # packet the requester sends again is spurious. For ib_write_bw and ib_send_bw (65536-byte
-# messages, 16 packets each) the requester's resends (retransmits + repairs + tail_probes)
+# messages) the requester's resends (counter retransmits: every packet sent again, tail probes
+# and repairs included)
 # must stay under 5% of the packets it sent, and the responder's dup_requests too (a third run
 # delays one direction only). The
 # retransmit timeout follows the measured round trip (SRTT + 4 RTTVAR, docs/architecture.md
@@ -39,7 +40,7 @@ run() {
 	to=$(sr_side_stat "$name" cli retry_timeouts)
 	dup=$(sr_side_stat "$name" srv dup_requests)
 	held=$(sr_side_stat "$name" cli fault_delayed)
-	resent=$((re + rp + tp))
+	resent=$re	# every packet sent before, probes and repairs included
 	echo "$name: requester sent $tx packets, resent $resent (retransmits $re, repairs $rp," \
 		"tail probes $tp; fast retransmits $fr, timeouts $to); responder saw $dup duplicates;" \
 		"held by the delay line $held"

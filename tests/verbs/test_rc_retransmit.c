@@ -174,9 +174,9 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 	qp = make_qp(by_nak ? P : P - 1, by_nak ? 0 : 14, 7);	/* 0: no timer (only the NAK rewinds) */
 	vu_fill(lb.p, 8 * MTU, 1);
 	if (!by_nak) {
-		/* One message answered first: the requester probes and retransmits early only
-		 * once it has measured a round trip (before, the IBA timeout alone runs, as TCP's
-		 * initial RTO: comp.c probe_ns). */
+		/* One message answered first: the requester's fast go-back-N runs only once it
+		 * has measured a round trip (before, the IBA timeout alone, as TCP's initial RTO;
+		 * and the probes back off: comp.c probe_ns, tlp_ns). */
 		CHECK_EQ(vu_post_rdma(qp, 9, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 16, RVA, RKEY, 0), 0);
 		ok = EXPECT_PKT(OPC(WRITE_ONLY), P - 1, lb.p, 0, 16);
 		ack(P - 1, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
