@@ -12,6 +12,8 @@
  *   - writes far larger than either side's buffers, verified byte for byte
  *   - rshutdown(SHUT_WR) half-close: EOF one way, data still flows the other way
  *   - EOF after the peer's rclose, after all its data; then EPIPE/ECONNRESET on send
+ *   - a peer process killed mid-stream: the reader gets ECONNRESET after the data, never EOF;
+ *     the writer's rsend ECONNRESET; rclose with data the dead peer never acknowledged fails
  *   - riomap/riowrite into the peer's buffer
  *   - datagrams: rsendto/rrecvfrom with addresses, EMSGSIZE
  */
@@ -25,7 +27,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/select.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -423,6 +427,113 @@ static void test_close_eof(void)
 	CHECK_EQ(rclose(s), 0);
 }
 
+/* ---- a peer that dies mid-stream ---------------------------------------------------------------- */
+enum { CHILD_SEND, CHILD_READ_DIE, CHILD_READ_STOP };
+
+/* The child: connects to port; CHILD_SEND streams until killed; the others take 64 KiB, then
+ * die (SIGKILL: no rclose, no SHUTDOWN) or stop (SIGSTOP: its soft NIC stops acknowledging). */
+static void child_main(uint16_t port, int mode)
+{
+	static uint8_t b[65536];
+	struct sockaddr_in a = loopback(port);
+	int fd;
+
+	alarm(60);
+	fd = rsocket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || rconnect(fd, (struct sockaddr *)&a, sizeof(a)))
+		_exit(2);
+	if (mode == CHILD_SEND) {
+		memset(b, 0x5a, sizeof(b));
+		for (;;)
+			if (rsend(fd, b, sizeof(b), 0) < 0)
+				_exit(3);
+	}
+	if (rrecv(fd, b, sizeof(b), MSG_WAITALL) != (ssize_t)sizeof(b))
+		_exit(4);
+	usleep(200000);
+	raise(mode == CHILD_READ_DIE ? SIGKILL : SIGSTOP);
+	for (;;)
+		pause();
+}
+
+static int abort_pair(int mode, pid_t *pid)
+{
+	struct timeval tv = { .tv_sec = 30 };
+	uint16_t port;
+	int l = listener(&port, 0), s;
+
+	*pid = fork();
+	REQUIRE(*pid >= 0);
+	if (!*pid)
+		child_main(port, mode);
+	s = raccept(l, NULL, NULL);
+	REQUIRE(s >= 0);
+	CHECK_EQ(rclose(l), 0);
+	/* Bounded: a missed disconnection shows as EAGAIN, not a hang. */
+	CHECK_EQ(rsetsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	CHECK_EQ(rsetsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	return s;
+}
+
+static void reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+}
+
+static void test_peer_killed(void)
+{
+	static uint8_t b[1 << 20];
+	size_t got = 0, after = 0;
+	ssize_t n;
+	pid_t pid;
+	int s, st;
+
+	/* The writer is killed after 1 MiB: the reader takes what arrived, then ECONNRESET --
+	 * an EOF here would pass a short stream off as complete. */
+	s = abort_pair(CHILD_SEND, &pid);
+	while (got < sizeof(b) && (n = rrecv(s, b, sizeof(b) - got, 0)) > 0)
+		got += (size_t)n;
+	CHECK_EQ(got, sizeof(b));
+	CHECK_EQ(kill(pid, SIGKILL), 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	errno = 0;
+	while ((n = rrecv(s, b, sizeof(b), 0)) > 0)
+		after += (size_t)n;
+	CHECK_EQ(n, -1);
+	CHECK_EQ(errno, ECONNRESET);
+	fprintf(stderr, "killed writer: %zu bytes after the kill, then %s\n", after, strerror(errno));
+	errno = 0;
+	CHECK_EQ(rrecv(s, b, sizeof(b), 0), -1);	/* and it stays an error */
+	CHECK_EQ(errno, ECONNRESET);
+	CHECK_EQ(rclose(s), 0);	/* nothing of ours was lost */
+
+	/* The reader dies: the writer's rsend fails with ECONNRESET (rdma-core's errno). */
+	s = abort_pair(CHILD_READ_DIE, &pid);
+	errno = 0;
+	while ((n = rsend(s, b, 65536, 0)) > 0)
+		;
+	CHECK_EQ(n, -1);
+	CHECK_EQ(errno, ECONNRESET);
+	rclose(s);	/* its data may or may not have been acknowledged before the death */
+	reap(pid);
+
+	/* The reader stops acknowledging: what is written after that is never acknowledged, and
+	 * rclose says so instead of reporting success. */
+	s = abort_pair(CHILD_READ_STOP, &pid);
+	CHECK_EQ(rsend(s, b, 65536, 0), 65536);
+	CHECK_EQ(waitpid(pid, &st, WUNTRACED), pid);
+	CHECK(WIFSTOPPED(st));
+	CHECK_EQ(rsend(s, b, 65536, MSG_DONTWAIT), 65536);	/* room in the ring: posted */
+	errno = 0;
+	CHECK_EQ(rclose(s), -1);
+	CHECK(errno == ECONNRESET || errno == ETIMEDOUT);
+	fprintf(stderr, "stopped reader: rclose %s\n", strerror(errno));
+	reap(pid);
+}
+
 /* ---- riomap / riowrite ------------------------------------------------------------------------------------ */
 static void test_iomap(void)
 {
@@ -555,6 +666,7 @@ int main(void)
 	test_half_close();
 	test_large();
 	test_close_eof();
+	test_peer_killed();
 	test_iomap();
 	test_dgram();
 	return sr_test_done("test_rsocket");

@@ -221,7 +221,7 @@ RS_EXPORT size_t riowrite(int fd, const void *buf, size_t count, off_t offset, i
 			break;
 		}
 		if (rs->st.qp_err || rs->state != RS_CONNECTED) {
-			err = -EPIPE;
+			err = -ECONNRESET;	/* as rdma-core's riowrite */
 			break;
 		}
 		n = rs_send_room(rs, count - done < m->len - (off - m->offset) ?

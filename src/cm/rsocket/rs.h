@@ -144,6 +144,8 @@ struct rs_stream {
 	uint32_t *wr_bytes;
 	uint32_t sq_depth;
 	uint64_t wr_next, wr_done;
+	uint64_t wr_ok;			/* WRs before this one completed successfully */
+	uint64_t data_end;		/* one past the last WR carrying data (rs_post_write) */
 	uint32_t unsig_wrs, unsig_bytes;
 	bool credit_due;		/* a CREDIT waits for room in the send queue */
 	bool qp_err;			/* the QP left RTS (flushed or failed): nothing more moves */
@@ -254,6 +256,8 @@ ssize_t rs_stream_recvv(struct rsock *rs, const struct iovec *iov, int iovcnt, i
 int rs_stream_shutdown(struct rsock *rs, int how, bool wait);
 bool rs_stream_can_send(struct rsock *rs);
 bool rs_stream_sends_done(const struct rsock *rs);
+/* Data was posted that no successful completion (the peer's acknowledgement) covers. */
+bool rs_stream_unacked(const struct rsock *rs);
 int rs_post_ctrl(struct rsock *rs, const struct rs_ctrl *c, bool signaled);
 /* Room for one data write of at most `want` bytes, from the peer's view and ours. */
 uint32_t rs_send_room(struct rsock *rs, size_t want, bool need_credit);

@@ -307,6 +307,7 @@ RS_EXPORT int rsocket(int domain, int type, int protocol)
 RS_EXPORT int rclose(int fd)
 {
 	struct rsock *rs = rs_get(fd);
+	int err = 0;
 
 	if (!rs)
 		return -1;
@@ -318,17 +319,22 @@ RS_EXPORT int rclose(int fd)
 	}
 	rs->closed = true;
 	rs_dbg(rs, "close in state %s", rs_state_name(rs->state));
-	if (rs->type == SOCK_STREAM && (rs->state == RS_CONNECTED || rs->state == RS_ACCEPTING)) {
+	if (rs->type == SOCK_STREAM && !(rs->linger.l_onoff && rs->linger.l_linger == 0)) {
 		/* As close(2) on a TCP socket: what was sent still reaches the peer, then EOF.
-		 * SO_LINGER with a zero timeout drops it instead (an abortive close). */
-		if (!(rs->linger.l_onoff && rs->linger.l_linger == 0))
-			rs_stream_shutdown(rs, SHUT_RDWR, true);
+		 * SO_LINGER with a zero timeout drops it instead (an abortive close). Data that
+		 * never reached the peer (the connection broke first, or lingering timed out) makes
+		 * the close fail, the descriptor being released all the same. */
+		if (rs->state == RS_CONNECTED || rs->state == RS_ACCEPTING)
+			err = rs_stream_shutdown(rs, SHUT_RDWR, true);
+		else if (rs->state == RS_DISCONNECTED && rs->qp && !rs->peer_eof &&
+			 rs_stream_unacked(rs))
+			err = -ECONNRESET;
 	}
 	pthread_mutex_unlock(&rs->lock);
 	rs_remove(rs);
 	rs_put(rs);	/* the table's reference */
 	rs_put(rs);	/* ours: the last one frees */
-	return 0;
+	return err ? rs_err(err) : 0;
 }
 
 /* ---- names ----------------------------------------------------------------------------------- */

@@ -244,6 +244,7 @@ int rs_post_write(struct rsock *rs, const struct iovec *iov, int iovcnt, size_t 
 	ret = post_send(rs, &wr, sbytes);
 	if (ret)
 		return ret;
+	st->data_end = st->wr_next;
 	st->sb_head += sbytes;
 	if (imm) {
 		st->s_tail += n;
@@ -368,6 +369,10 @@ static void on_send(struct rsock *rs, const struct ibv_wc *wc)
 	struct rs_stream *st = &rs->st;
 	uint64_t id = wc->wr_id;
 
+	/* Only a successful completion says the peer has the data (RC: acknowledged); a
+	 * flushed or failed one says nothing about it or the unsignaled WRs before it. */
+	if (wc->status == IBV_WC_SUCCESS && id < st->wr_next && id + 1 > st->wr_ok)
+		st->wr_ok = id + 1;
 	if (id < st->wr_done || id >= st->wr_next)
 		return;	/* covered by an earlier completion */
 	for (uint64_t i = st->wr_done; i <= id; i++)
@@ -445,6 +450,11 @@ bool rs_stream_sends_done(const struct rsock *rs)
 	return rs->st.wr_done == rs->st.wr_next;
 }
 
+bool rs_stream_unacked(const struct rsock *rs)
+{
+	return rs->st.wr_ok < rs->st.data_end;
+}
+
 /* 0 when data may be sent now, else the error to return (-EAGAIN: not yet connected). */
 static int send_state(struct rsock *rs, bool nb)
 {
@@ -466,14 +476,14 @@ static int send_state(struct rsock *rs, bool nb)
 	case RS_FAILED:
 		err = rs->so_error;
 		rs->so_error = 0;
-		return -(err ? err : EPIPE);
+		return -(err ? err : ECONNRESET);	/* as rdma-core's rsend */
 	default:
 		return -ENOTCONN;
 	}
 	if (rs->st.qp_err) {
 		err = rs->so_error;
 		rs->so_error = 0;
-		return -(err ? err : EPIPE);
+		return -(err ? err : ECONNRESET);
 	}
 	return 0;
 }
@@ -578,12 +588,14 @@ ssize_t rs_stream_recvv(struct rsock *rs, const struct iovec *iov, int iovcnt, i
 			continue;
 		if (rs->shut_rd || rs->peer_eof)
 			return (ssize_t)done;	/* EOF */
+		/* Gone without the peer's SHUTDOWN (a disconnection, a QP error, a dead peer):
+		 * the stream was cut short, never an EOF (TCP's reset). Every call says so. */
 		if (rs->state == RS_DISCONNECTED || rs->state == RS_FAILED || st->qp_err) {
 			if (done)
 				return (ssize_t)done;
 			err = rs->so_error;
 			rs->so_error = 0;
-			return err ? -err : 0;
+			return -(err ? err : ECONNRESET);
 		}
 		if (nb) {
 			rs_yield();
@@ -615,7 +627,10 @@ int rs_stream_shutdown(struct rsock *rs, int how, bool wait)
 	eof_flush(rs);
 	if (!wait)
 		return 0;
-	/* rclose: until our SHUTDOWN (and so everything before it) is acknowledged. */
+	/* rclose: until our SHUTDOWN (and so everything before it) is acknowledged. Data left
+	 * unacknowledged is an error (nothing is lost silently): -ECONNRESET when the
+	 * connection broke, -ETIMEDOUT when the linger time ran out. Not after the peer's own
+	 * orderly SHUTDOWN: what is written to a peer that closed is dropped, as TCP does. */
 	linger_ms = rs->linger.l_onoff ? rs->linger.l_linger * 1000 : RS_LINGER_MS;
 	deadline = rs_now_us() + (uint64_t)linger_ms * 1000;
 	while ((!rs->eof_sent || !rs_stream_sends_done(rs)) && can_post(rs)) {
@@ -629,5 +644,11 @@ int rs_stream_shutdown(struct rsock *rs, int how, bool wait)
 			continue;
 		rs_wait(rs, (int)((deadline - now) / 1000) + 1);
 	}
-	return 0;
+	rs_progress(rs);
+	if (!rs_stream_unacked(rs) || rs->peer_eof)
+		return 0;
+	rs_warn(rs, "close: %llu bytes sent, peer's ring freed to %llu; data unacknowledged (%s)",
+		(unsigned long long)st->s_tail, (unsigned long long)st->s_freed,
+		can_post(rs) ? "linger time out" : "connection lost");
+	return can_post(rs) ? -ETIMEDOUT : -ECONNRESET;
 }
