@@ -37,6 +37,8 @@
 #include <softrdma/softrdma.h>
 
 #include "core/core.h"
+#include "net/net.h"		/* sr_net_rx_datagram */
+#include "transport/transport.h"	/* sr_resp_flush_acks, sr_qp_timers */
 #include "wire/icrc.h"
 #include "wire/pkt.h"
 #include "fuzz_rx.h"

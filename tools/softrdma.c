@@ -207,7 +207,7 @@ int cmd_run(int argc, char **argv)
 		rc = view_enter();
 		if (rc < 0)
 			return CLI_RUN_FAIL;
-		/* The library then rewrites the files naming its own GID and GUID (device.c). */
+		/* The library then rewrites the files naming its own GID and GUID (engine/nic.c). */
 		if (rc == 0)
 			setenv("SOFTRDMA_VIEW", "1", 1);
 	}

@@ -137,23 +137,18 @@ struct sr_nic {
 	 * them is a peer's last word, not a stray (counter drop_qp_gone, not drop_qpn). */
 	_Atomic uint64_t gone[SR_GONE_QPS];
 	_Atomic unsigned gone_next;
-	struct sr_direct *direct;	/* same-host direct path (src/transport/direct.c) */
+	struct sr_direct *direct;	/* same-host direct path (core/direct.c, transport/direct.c) */
+	const struct sr_engine_hooks *engine;	/* installed by the engine (above) */
 };
 
-int sr_nic_get(struct sr_device *dev, struct sr_nic **out);
-/* Drops a context's reference on nic (a NIC inherited across fork is the parent's: ignored). */
-void sr_nic_put(struct sr_device *dev, struct sr_nic *nic);
-/* Receives and processes what is waiting, without blocking; returns packets processed or 0.
- * Called by an application polling a CQ: the progress thread then leaves the socket to it. */
-int sr_nic_poll(struct sr_nic *nic);
-/* The application stops polling (it is about to block): the progress thread takes over. */
-void sr_nic_app_idle(struct sr_nic *nic);
+/* The NIC's doorbell (core/nic.c): wakes whoever serves the NIC (the engine's progress
+ * thread). Any layer rings it; it calls nothing. */
 void sr_nic_kick(struct sr_nic *nic);
+/* ibv_get_device_guid's value (core/nic.c). */
+__be64 sr_device_guid(const struct sr_device *d);
 /* Registers qp for timer service (qp lock held); wakes the thread if it sleeps. */
 void sr_timer_arm(struct sr_qp *qp);
 
-/* Process-wide device list (built once). */
-int sr_devices(struct sr_device ***list);
 
 /* ---- context and asynchronous events ------------------------------------------------------ */
 struct sr_async_ev {
@@ -177,6 +172,8 @@ static inline struct sr_ctx *sr_ctx(struct ibv_context *c)
 void sr_async_event(struct sr_ctx *ctx, enum ibv_event_type type, void *element);
 /* Removes queued, undelivered events about element (before it is destroyed). */
 void sr_async_event_purge(struct sr_ctx *ctx, void *element);
+/* ibv_event_type_str's text (cq.c). */
+const char *sr_event_type_str(enum ibv_event_type event);
 
 /* ---- PD, MR, MW --------------------------------------------------------------------------- */
 struct sr_pd {
@@ -361,7 +358,7 @@ struct sr_cq {
 };
 #define SR_CQ_ARM_ANY 1
 #define SR_CQ_ARM_SOLICITED 2
-/* Unpolled completions in a CQ nobody sleeps on that make the progress thread pause (device.c). */
+/* Unpolled completions in a CQ nobody sleeps on that make the progress thread pause (engine/nic.c). */
 #define SR_CQ_BACKLOG 32
 static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; }
 
@@ -724,107 +721,13 @@ void sr_qp_flush(struct sr_qp *qp);
 
 /* Completes the oldest SQ WQE with status (comp.c); qp lock held. */
 void sr_comp_wqe(struct sr_qp *qp, struct sr_swqe *wqe, enum ibv_wc_status status);
-/* The oldest WQE carries a local error: complete it with it and leave RTS (comp.c). */
-void sr_comp_error_oldest(struct sr_qp *qp);
-/* Completes the executed local operations (BIND_MW, LOCAL_INV, REG_MR) at the head of the SQ. */
-void sr_comp_local(struct sr_qp *qp);
 
-/* ---- transport entry points (src/transport) ----------------------------------------------- */
-struct sr_pkt;
-/* A parsed, checked packet for this NIC from src. */
-void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
-/* Sends what the SQ allows now; qp lock held. */
-void sr_req_progress(struct sr_qp *qp);
-/* Go back to psn and resend from there (retransmit); qp lock held. */
-void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
-/* Something sent is not yet acknowledged (the retransmission timer runs). */
-bool sr_req_outstanding(struct sr_qp *qp);
-/* Sends again the one packet with PSN psn (a SEND/WRITE packet, asking for an ACK), without
- * moving the requester. False when psn is not such a packet of an outstanding WQE. */
-bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
-void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
-void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
-/* A request with its ICRC unchecked: placed and checked in one pass if it is the next MIDDLE
- * packet of an RC WRITE or SEND, else checked; false when the ICRC is bad (qp lock held). */
-bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt);
 /* While the application polls (it sends due ACKs itself), the progress thread looks for
  * deferred ACKs every this many ack_defer_us (nic_thread); and it keeps looking this long after
  * the last deferral. */
 #define SR_ACK_LOOK_POLLING 4
 #define SR_ACK_LOOK_KEEP_NS 10000000ull
-/* Sends the coalesced ACKs of the batch just processed (rx_lock held). */
-void sr_resp_flush_acks(struct sr_nic *nic);
-void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK on destroy */
-void sr_resp_ack_now(struct sr_qp *qp);	/* qp->lock held: a held ACK leaves (QP to ERR/RESET) */
-void sr_resp_answer(struct sr_qp *qp);		/* qp->lock held: the application posts a send */
-/* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
-uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);
-uint64_t sr_qp_timer_first_ns(const struct sr_qp *qp);
-
-/* ---- network (src/net) -------------------------------------------------------------------- */
-/*
- * Transmits one packet: hdr (BTH and extension headers, hlen bytes, already built) then the
- * payload gathered from iov (any number of pieces, paylen bytes, at most 65536), pad to 4
- * bytes, ICRC. Fault injection and the pcap
- * tap sit here. Returns 0 or -errno (the packet is then lost; the transport recovers).
- */
-int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsigned hlen,
-		const struct iovec *iov, int iovcnt, uint32_t paylen);
-/*
- * Between begin and end (nested: the outermost end), the calling thread's packets may be held
- * back and sent together as one UDP GSO send; end sends what is held. Every path that sends
- * several packets in a row brackets them so (sr_req_progress, READ responses).
- */
-void sr_net_batch_begin(void);
-void sr_net_batch_end(void);
-int sr_net_open(struct sr_nic *nic);
-void sr_net_close(struct sr_nic *nic);
-/* Receives and processes up to a batch; returns packets received (0: none waiting). */
-int sr_net_rx(struct sr_nic *nic);
-/* One datagram (UDP payload buf[0..len), from src, sent alone: IPv4 ID 0 expected) taken
- * through exactly what the receive loop does with each datagram it receives (parse, ICRC,
- * demultiplex, responder or completer), without a socket. For the fuzz harnesses (fuzz/);
- * the caller holds nic->rx_lock and sends the batch's ACKs (sr_resp_flush_acks) after. */
-void sr_net_rx_datagram(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr_addr *src);
-/* The same on a multicast group's socket, whose packets are addressed to `group`. */
-int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group);
-/*
- * A received packet's ICRC, left unchecked by the receive loop (pkt->icrc_tuple set): checks
- * it now; true when it matches (the tuple is then cleared). sr_net_icrc_match: the same for a
- * value already computed (got, as sr_icrc_calc returns it), trying an unexpected IPv4 ID as
- * the receive loop does. Neither counts the drop.
- */
-struct sr_ipudp;
-bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt);
-void sr_net_icrc_drop(struct sr_nic *nic);	/* counts drop_icrc and logs it (rate-limited) */
-bool sr_net_icrc_match(struct sr_nic *nic, struct sr_ipudp *t, const uint8_t *buf, size_t len,
-		       uint32_t got);
-/* Is the receive socket's buffer more than half full (packets waiting to be received)? */
-bool sr_net_rx_half_full(struct sr_nic *nic);
-/* A socket receiving the IP multicast group at UDP 4791, joined on the NIC's interface. */
-int sr_net_mcast_open(struct sr_nic *nic, const struct sr_addr *group);
-
-/* ---- multicast (mcast.c) ------------------------------------------------------------------- */
-struct sr_mcast {
-	union ibv_gid gid;
-	struct sr_addr addr;		/* the IP group, UDP 4791 */
-	int fd;
-	struct sr_qp **qps;		/* attached UD QPs (referenced) */
-	uint32_t nqp, cap;
-	struct sr_mcast *next;
-};
-int sr_mcast_attach(struct sr_qp *qp, const union ibv_gid *gid);
-int sr_mcast_detach(struct sr_qp *qp, const union ibv_gid *gid);
-void sr_mcast_detach_all(struct sr_qp *qp);
-/* Delivers a packet for QPN 0xffffff that arrived on group fd to every attached QP. */
-void sr_mcast_rcv(struct sr_nic *nic, int fd, struct sr_pkt *pkt, const struct sr_addr *src);
-/* Drains every group socket the progress thread found readable. */
-void sr_mcast_poll(struct sr_nic *nic, int fd);
-bool sr_gid_is_mcast(const union ibv_gid *gid);
-/* Releases a packet held back by fault injection; true while one is still held. */
-int64_t sr_net_tick(struct sr_nic *nic);	/* ns until it must run again, -1: never */
-
-/* ---- same-host direct path (src/transport/direct.c, docs/direct.md) ----------------------- */
+/* ---- same-host direct path: the exported table (core/direct.c, docs/direct.md) ----------- */
 struct sr_direct;
 /* Exports this NIC's key and QP table (after sr_net_open: faults and pcap turn it off). */
 void sr_direct_open(struct sr_nic *nic);
@@ -837,13 +740,31 @@ void sr_direct_mr_wait(struct sr_mr *mr);
 /* The QP's entry, from its current state and attributes (qp lock held). */
 void sr_direct_qp_publish(struct sr_qp *qp);
 void sr_direct_qp_withdraw(struct sr_qp *qp);	/* before its index is freed */
-/* Executes WQE w (at req.idx, nothing outstanding before it) without a packet when the peer
- * is a softrdma process on this host; false: send it as packets. */
-bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w);
-/* Its copy: process_vm_writev (readv) of lv to [raddr, +len) of pid, long ones shared with a
- * helper thread (src/transport/dcopy.c). Returns the bytes copied, or -1 with errno. */
-ssize_t sr_dcopy(struct sr_nic *nic, pid_t pid, bool rd, const struct iovec *lv,
-		 unsigned long ln, uintptr_t raddr, size_t len);
+/* ---- what core tells the engine (docs/architecture.md, "Layers") ------------------------- */
+/*
+ * core calls nothing above it. Where a change to an object must reach the transport at once,
+ * under the lock the change holds (a QP moved to RTS sends what its SQ holds), core calls
+ * through this one table, which the engine (src/engine/nic.c) installs in every NIC it
+ * creates; the receive loop of src/net hands packets on through it too. Wake-ups need no
+ * hook: sr_nic_kick rings the NIC's doorbell.
+ */
+struct sr_pkt;
+struct sr_engine_hooks {
+	/* src/net: a packet that passed the receive loop's checks, from this NIC's socket ... */
+	void (*rcv)(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
+	/* ... or for QPN 0xffffff from multicast group socket fd. */
+	void (*mcast_rcv)(struct sr_nic *nic, int fd, struct sr_pkt *pkt, const struct sr_addr *src);
+	/* core/qp.c, qp lock held: moved to RTS (send what the SQ holds); */
+	void (*qp_rts)(struct sr_qp *qp);
+	/* leaving for ERR or RESET: an ACK the responder still holds leaves now; */
+	void (*qp_ack_now)(struct sr_qp *qp);
+	/* moved to RESET, or destroyed (no lock then): drop the transport's state; */
+	void (*qp_reset)(struct sr_qp *qp);
+	/* being destroyed: repeat the last ACK where the path lost packets. */
+	void (*qp_final_ack)(struct sr_qp *qp);
+	/* core/qp.c, no lock: destroyed: leave every multicast group (as uverbs does). */
+	void (*qp_detach_mcast)(struct sr_qp *qp);
+};
 
 /* Path MTU enum <-> bytes. */
 static inline uint32_t sr_mtu_bytes(enum ibv_mtu m) { return 128u << m; }

@@ -1,31 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Posting and object entry points used by the verbs face (src/verbs). All return 0/-errno. */
+/* The objects' entry points used by the verbs face (src/verbs) and the engine. All return
+ * 0/-errno. Posting is the engine's: engine/engine.h. */
 #ifndef SR_CORE_POST_H
 #define SR_CORE_POST_H
 
 #include "core/core.h"
-
-/* post.c */
-int sr_post_state_ok(struct sr_qp *qp);
-/* Validates the WQE in slot (filled by the caller); computes its length. */
-int sr_swqe_finish(struct sr_qp *qp, uint32_t slot);
-/* Copies inline data (from sges or bufs) into slot's inline buffer. */
-int sr_swqe_inline(struct sr_qp *qp, uint32_t slot, const struct ibv_sge *sg, size_t n,
-		   const struct ibv_data_buf *bufs);
-/* The arguments of BIND_MW (type1: from ibv_bind_mw), REG_MR and FLUSH into w->u; 0 or -errno
- * (EINVAL, EOPNOTSUPP for what softrdma does not implement). */
-int sr_swqe_bind(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mw *mw, uint32_t rkey,
-		 const struct ibv_mw_bind_info *b, bool type1);
-int sr_swqe_reg(struct sr_qp *qp, struct sr_swqe *w, struct ibv_mr *mr, uint32_t key,
-		unsigned access);
-int sr_swqe_flush(struct sr_swqe *w, uint32_t rkey, uint64_t raddr, size_t len, uint8_t type,
-		  uint8_t level);
-int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int sr_qp_post_recv(struct sr_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-/* After new WQEs: send (or flush in ERR/SQE); qp lock held. */
-void sr_sq_kick(struct sr_qp *qp);
-/* After a post (qp->lock held): a deferred ACK, then the requester (may_wait: post_batch). */
-void sr_sq_posted(struct sr_qp *qp, bool may_wait);
 
 /* qp.c */
 int sr_qp_create(struct sr_pd *pd, struct ibv_qp_init_attr *ia, struct sr_qp **out);
@@ -64,8 +43,6 @@ int sr_frmr_check_reg_access(unsigned access);
 /* mw.c */
 int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out);
 int sr_mw_dealloc(struct sr_mw *mw);
-/* ibv_bind_mw (type 1): queues the bind on qp; mw->ibmw.rkey becomes the new key. */
-int sr_qp_post_bind_mw(struct sr_qp *qp, struct sr_mw *mw, const struct ibv_mw_bind *b);
 
 /* cq.c */
 int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out);

@@ -21,7 +21,6 @@
 #include "wire/psn.h"
 
 uint8_t sr_random8(void);
-void sr_transport_reset(struct sr_qp *qp);
 
 /* ---- the transition table ------------------------------------------------------------------ */
 enum { T_RC, T_UC, T_UD, T_XI, T_XT, T_NTYPES };	/* XI/XT: XRC_SEND/XRC_RECV */
@@ -470,12 +469,12 @@ int sr_qp_destroy(struct sr_qp *qp)
 	pthread_mutex_unlock(&qp->nic->qps.lock);
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
-	sr_resp_final_ack(qp);
+	qp->nic->engine->qp_final_ack(qp);
 	qp->state = IBV_QPS_RESET;	/* the engine ignores it from now on */
 	qp->rexmit_at = 0;
 	pthread_mutex_unlock(&qp->lock);
 	timer_unlist(qp);
-	sr_mcast_detach_all(qp);	/* as the kernel's uverbs does on destroy */
+	qp->nic->engine->qp_detach_mcast(qp);	/* as the kernel's uverbs does on destroy */
 	/* Wait for packets, timers and coalesced ACKs that still hold a reference. */
 	while (atomic_load(&qp->refs) > 1)
 		sched_yield();
@@ -485,7 +484,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 		pthread_cond_wait(&b->cond, &b->mutex);
 	pthread_mutex_unlock(&b->mutex);
 
-	sr_transport_reset(qp);		/* XRC_RECV: drops its SRQ binding */
+	qp->nic->engine->qp_reset(qp);	/* XRC_RECV: drops its SRQ binding */
 	if (qp->pd)
 		atomic_fetch_sub(&qp->pd->users, 1);
 	if (qp->scq)
@@ -608,7 +607,7 @@ void sr_qp_to_error(struct sr_qp *qp)
 {
 	if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET)
 		return;
-	sr_resp_ack_now(qp);	/* what was executed was acknowledged, as on a NIC */
+	qp->nic->engine->qp_ack_now(qp);	/* what was executed was acknowledged, as on a NIC */
 	set_state(qp, IBV_QPS_ERR);
 	sr_qp_flush(qp);
 	/* An SRQ consumer learns that no more WQEs will be taken by this QP (IBA 11.6.3.4). */
@@ -813,9 +812,9 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (next != cur) {
 		switch (next) {
 		case IBV_QPS_RESET:
-			sr_resp_ack_now(qp);
+			qp->nic->engine->qp_ack_now(qp);
 			set_state(qp, next);
-			sr_transport_reset(qp);
+			qp->nic->engine->qp_reset(qp);
 			qp->seg = 0;
 			/* Its completions still in its CQs go, as ConnectX providers clean the
 			 * CQs of a QP moved to RESET (kernel rxe leaves them). Receive
@@ -840,7 +839,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 			set_state(qp, next);
 			qp->sq_draining = false;
 			qp->comp.last_progress = sr_now_ns();
-			sr_req_progress(qp);
+			qp->nic->engine->qp_rts(qp);
 			break;
 		case IBV_QPS_SQD:
 			set_state(qp, next);

@@ -29,6 +29,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "net/fault.h"
+#include "net/net.h"
 #include "net/pcap.h"
 #include "wire/icrc.h"
 #include "wire/pkt.h"
@@ -834,12 +835,12 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 	if (group) {
 		/* Addressed to a group: only multicast UD is valid (IBA 10.5.1). */
 		if (pkt.qpn == SR_QPN_MULTICAST)
-			sr_mcast_rcv(nic, fd, &pkt, src);
+			nic->engine->mcast_rcv(nic, fd, &pkt, src);
 		else
 			sr_stat_inc(&nic->stats, SR_STAT_drop_qpn);
 		return;
 	}
-	sr_rcv(nic, &pkt, src);
+	nic->engine->rcv(nic, &pkt, src);
 	*id = t.ip_id;	/* as the transport found it, if it checked the ICRC */
 }
 

@@ -4,6 +4,8 @@
 #define SR_TRANSPORT_XPORT_H
 
 #include "core/core.h"
+#include "net/net.h"
+#include "transport/transport.h"
 #include "wire/opcode.h"
 #include "wire/pkt.h"
 #include "wire/psn.h"

@@ -55,11 +55,7 @@ static struct sr_device *sr_dev(struct ibv_device *d)
 
 __be64 ibv_get_device_guid(struct ibv_device *dev)
 {
-	/* 02:'S':'R':index then the pid: each process has its own soft NIC. */
-	uint64_t g = 0x0253520000000000ull | ((uint64_t)(uint8_t)sr_dev(dev)->index << 32) |
-		     (uint32_t)getpid();
-
-	return htobe64(g);
+	return sr_device_guid(sr_dev(dev));
 }
 
 int ibv_get_device_index(struct ibv_device *dev)

@@ -584,7 +584,7 @@ struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struc
 	return ibv_create_ah(pd, &attr);
 }
 
-/* ---- multicast: IP multicast groups (core/mcast.c) ----------------------------------------------- */
+/* ---- multicast: IP multicast groups (engine/mcast.c) --------------------------------------------- */
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	return sr_ret(sr_mcast_attach(sr_qp(qp), gid));

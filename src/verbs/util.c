@@ -16,6 +16,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/core.h"	/* sr_event_type_str */
 #include "verbs/abi.h"
 
 /*
@@ -53,31 +54,10 @@ const char *ibv_wc_status_str(enum ibv_wc_status status)
 	return "unknown";
 }
 
+/* The table is core's (core/cq.c), which logs the text of an event it cannot queue. */
 const char *ibv_event_type_str(enum ibv_event_type event)
 {
-	switch (event) {
-	case IBV_EVENT_CQ_ERR:		return "CQ error";
-	case IBV_EVENT_QP_FATAL:	return "local work queue catastrophic error";
-	case IBV_EVENT_QP_REQ_ERR:	return "invalid request local work queue error";
-	case IBV_EVENT_QP_ACCESS_ERR:	return "local access violation work queue error";
-	case IBV_EVENT_COMM_EST:	return "communication established";
-	case IBV_EVENT_SQ_DRAINED:	return "send queue drained";
-	case IBV_EVENT_PATH_MIG:	return "path migrated";
-	case IBV_EVENT_PATH_MIG_ERR:	return "path migration request error";
-	case IBV_EVENT_DEVICE_FATAL:	return "local catastrophic error";
-	case IBV_EVENT_PORT_ACTIVE:	return "port active";
-	case IBV_EVENT_PORT_ERR:	return "port error";
-	case IBV_EVENT_LID_CHANGE:	return "LID change";
-	case IBV_EVENT_PKEY_CHANGE:	return "P_Key change";
-	case IBV_EVENT_SM_CHANGE:	return "SM change";
-	case IBV_EVENT_SRQ_ERR:		return "SRQ catastrophic error";
-	case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ limit reached";
-	case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
-	case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration";
-	case IBV_EVENT_GID_CHANGE:	return "GID table change";
-	case IBV_EVENT_WQ_FATAL:	return "WQ fatal";
-	}
-	return "unknown";
+	return sr_event_type_str(event);
 }
 
 const char *ibv_node_type_str(enum ibv_node_type node_type)

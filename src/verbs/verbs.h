@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "core/post.h"
+#include "engine/engine.h"
 
 static inline int sr_ret(int ret)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Post batching (param post_batch, src/core/post.c post_deferred), watched packet by packet: the
+ * Post batching (param post_batch, src/engine/post.c post_deferred), watched packet by packet: the
  * RC QP's path points at a raw UDP socket of this test (tests/common/rawpeer.c), which reads every
  * request packet and answers with hand-made ACKs.
  *

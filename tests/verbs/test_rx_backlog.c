@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The progress thread does not run ahead of an application that polls its CQ (device.c,
+ * The progress thread does not run ahead of an application that polls its CQ (engine/nic.c,
  * backlog_pause_us).
  *
  * When receive completions pile up in a CQ whose consumer polls it (nobody sleeps on its

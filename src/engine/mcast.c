@@ -16,9 +16,10 @@
 
 #include "core/core.h"
 #include "core/log.h"
+#include "engine/engine.h"
+#include "net/net.h"
+#include "transport/transport.h"
 #include "wire/pkt.h"
-
-void sr_ud_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
 
 bool sr_gid_is_mcast(const union ibv_gid *gid)
 {

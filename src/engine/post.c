@@ -13,6 +13,9 @@
 #include "core/core.h"
 #include "core/param.h"
 #include "core/post.h"
+#include "engine/engine.h"
+#include "net/net.h"
+#include "transport/transport.h"
 
 /* Which work request opcode a QP type takes (IBA 10.8.2; as rxe's wr opcode table). */
 static bool opcode_ok(enum ibv_qp_type type, uint32_t op)

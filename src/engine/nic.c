@@ -40,6 +40,9 @@
 #include "core/core.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "engine/engine.h"
+#include "net/net.h"
+#include "transport/transport.h"
 #include "wire/hdr.h"
 
 static struct sr_device *devices[SR_MAX_DEVICES];
@@ -256,38 +259,6 @@ static int nic_choose_addr(struct sr_nic *nic)
 }
 
 /* ---- timers ---------------------------------------------------------------------------------- */
-void sr_timer_arm(struct sr_qp *qp)
-{
-	struct sr_nic *nic = qp->nic;
-	bool wake = false;
-
-	if (qp->on_timer_list)
-		return;
-	pthread_mutex_lock(&nic->timer_lock);
-	if (nic->ntimer == nic->timer_cap) {
-		uint32_t cap = nic->timer_cap ? nic->timer_cap * 2 : 64;
-		struct sr_qp **n = realloc(nic->timer_qps, cap * sizeof(*n));
-
-		if (!n) {
-			pthread_mutex_unlock(&nic->timer_lock);
-			sr_err("qp#%u: no memory for a timer; retransmission disabled", sr_qpn(qp));
-			return;
-		}
-		nic->timer_qps = n;
-		nic->timer_cap = cap;
-	}
-	sr_qp_ref(qp);
-	nic->timer_qps[nic->ntimer++] = qp;
-	qp->on_timer_list = true;
-	if (atomic_load(&nic->sleeping)) {
-		atomic_store(&nic->sleeping, false);
-		wake = true;
-	}
-	pthread_mutex_unlock(&nic->timer_lock);
-	if (wake)
-		sr_nic_kick(nic);
-}
-
 /*
  * A QP whose timers all stopped (its sends were acknowledged) stays on the timer list this
  * long. Taken off at once, it went back on with its next send, which then had to wake the
@@ -476,13 +447,6 @@ int sr_nic_poll(struct sr_nic *nic)
 	atomic_store_explicit(&nic->app_spin_ns, since, memory_order_relaxed);
 	atomic_store_explicit(&nic->app_poll_end_ns, sr_now_ns(), memory_order_relaxed);
 	return n;
-}
-
-void sr_nic_kick(struct sr_nic *nic)
-{
-	uint64_t one = 1;
-
-	(void)!write(nic->evfd, &one, sizeof(one));
 }
 
 void sr_nic_app_idle(struct sr_nic *nic)
@@ -842,6 +806,18 @@ timers:;
 }
 
 /* ---- NIC lifecycle ----------------------------------------------------------------------- */
+/* What core and net call when an object changes or a packet comes (core/core.h): the
+ * transport's roles and multicast delivery. */
+static const struct sr_engine_hooks engine_hooks = {
+	.rcv = sr_rcv,
+	.mcast_rcv = sr_mcast_rcv,
+	.qp_rts = sr_req_progress,
+	.qp_ack_now = sr_resp_ack_now,
+	.qp_reset = sr_transport_reset,
+	.qp_final_ack = sr_resp_final_ack,
+	.qp_detach_mcast = sr_mcast_detach_all,
+};
+
 static void nic_destroy(struct sr_nic *nic)
 {
 	if (nic->thread) {
@@ -875,6 +851,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	if (!nic)
 		return -ENOMEM;
 	nic->dev = d;
+	nic->engine = &engine_hooks;
 	nic->fd = nic->epfd = nic->evfd = -1;
 	nic->icrc_check = p->icrc_check;
 	nic->icrc_id_strict = p->icrc_id_strict;
@@ -965,7 +942,7 @@ static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s", d->ibdev.name);
 	if (access(dir, W_OK))
 		return;
-	guid = be64toh(ibv_get_device_guid(&d->ibdev));
+	guid = be64toh(sr_device_guid(d));
 	snprintf(text, sizeof(text), "%04x:%04x:%04x:%04x\n", (unsigned)(guid >> 48) & 0xffff,
 		 (unsigned)(guid >> 32) & 0xffff, (unsigned)(guid >> 16) & 0xffff,
 		 (unsigned)guid & 0xffff);
