@@ -3,9 +3,11 @@
 # job each; the table of what happened goes into docs/reliability.md (between the campaign
 # markers), replacing the previous one. A benchmark, not a test: run it on a quiet machine.
 #
-#   tools/fuzz-campaign.sh [-t SECONDS] [-l LABEL] [-a] [-n] [TARGET...]
+#   tools/fuzz-campaign.sh [-t SECONDS] [-T SECONDS] [-l LABEL] [-a] [-n] [TARGET...]
 #
 #   -t SECONDS  per target (default 60)
+#   -T SECONDS  libFuzzer's -timeout, per input, wall clock (default 10; on a loaded machine at
+#               nice 19 an input may wait longer than that for the CPU)
 #   -l LABEL    what the table says about the run (default "campaign")
 #   -a          add this run's table to the campaign's (after the tables already between the
 #               markers, with a line of the totals of all of them) instead of replacing it:
@@ -24,10 +26,11 @@
 # once the bug it shows is fixed).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-secs=60 label=campaign append=0 build=1
-while getopts t:l:an o; do
+secs=60 label=campaign append=0 build=1 tmo=10
+while getopts t:T:l:an o; do
 	case $o in
 	t) secs=$OPTARG ;;
+	T) tmo=$OPTARG ;;
 	l) label=$OPTARG ;;
 	a) append=1 ;;
 	n) build=0 ;;
@@ -58,7 +61,7 @@ for spec in "${targets[@]}"; do
 	echo "fuzz-campaign: $t for $tsecs s" >&2
 	start=$(date +%s)
 	# -fork=1 keeps going after a crash (each one is saved); -ignore_crashes counts them.
-	timeout $((tsecs + 300)) "$bf"/fuzz/$t "${dict[@]}" -max_total_time="$tsecs" -timeout=10 \
+	timeout $((tsecs + 300)) "$bf"/fuzz/$t "${dict[@]}" -max_total_time="$tsecs" -timeout="$tmo" \
 		-rss_limit_mb=2048 -print_final_stats=1 -fork=1 -ignore_crashes=1 \
 		-ignore_timeouts=1 -ignore_ooms=1 -artifact_prefix="$art"/ \
 		"$corpus" "$camp"/seeds/"${seeddir[$t]}" >"$log" 2>&1 || true
