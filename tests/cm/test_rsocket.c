@@ -428,7 +428,8 @@ static void test_close_eof(void)
 }
 
 /* ---- a peer that dies mid-stream ---------------------------------------------------------------- */
-enum { CHILD_SEND, CHILD_READ_DIE, CHILD_READ_STOP };
+enum { CHILD_SEND, CHILD_SEND_SOME, CHILD_READ_DIE, CHILD_READ_STOP };
+#define SOME_LEN (512u << 10)	/* fits in the default 1 MiB ring */
 
 /* The child: connects to port; CHILD_SEND streams until killed; the others take 64 KiB, then
  * die (SIGKILL: no rclose, no SHUTDOWN) or stop (SIGSTOP: its soft NIC stops acknowledging). */
@@ -442,6 +443,16 @@ static void child_main(uint16_t port, int mode)
 	fd = rsocket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0 || rconnect(fd, (struct sockaddr *)&a, sizeof(a)))
 		_exit(2);
+	if (mode == CHILD_SEND_SOME) {
+		static uint8_t some[SOME_LEN];
+
+		for (size_t i = 0; i < sizeof(some); i++)
+			some[i] = pattern(i);
+		if (rsend(fd, some, sizeof(some), 0) != (ssize_t)sizeof(some))
+			_exit(3);
+		for (;;)
+			pause();
+	}
 	if (mode == CHILD_SEND) {
 		memset(b, 0x5a, sizeof(b));
 		for (;;)
@@ -509,6 +520,26 @@ static void test_peer_killed(void)
 	CHECK_EQ(rrecv(s, b, sizeof(b), 0), -1);	/* and it stays an error */
 	CHECK_EQ(errno, ECONNRESET);
 	CHECK_EQ(rclose(s), 0);	/* nothing of ours was lost */
+
+	/* Data that landed before the writer died is all read, then the error. */
+	s = abort_pair(CHILD_SEND_SOME, &pid);
+	for (int i = 0; i < 2000 && (n = rrecv(s, b, SOME_LEN, MSG_PEEK)) < (ssize_t)SOME_LEN; i++)
+		usleep(10000);
+	CHECK_EQ(n, (ssize_t)SOME_LEN);	/* all of it in our ring, not yet read */
+	reap(pid);
+	got = 0;
+	errno = 0;
+	while ((n = rrecv(s, b + got, sizeof(b) - got, 0)) > 0)
+		got += (size_t)n;
+	CHECK_EQ(got, (size_t)SOME_LEN);
+	CHECK_EQ(n, -1);
+	CHECK_EQ(errno, ECONNRESET);
+	for (size_t i = 0; i < got; i++)
+		if (b[i] != pattern(i)) {
+			SR_FAIL("byte %zu: %u != %u", i, b[i], pattern(i));
+			break;
+		}
+	CHECK_EQ(rclose(s), 0);
 
 	/* The reader dies: the writer's rsend fails with ECONNRESET (rdma-core's errno). */
 	s = abort_pair(CHILD_READ_DIE, &pid);
