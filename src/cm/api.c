@@ -767,11 +767,7 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	id->my_psn_set = true;
 	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
 	if (p) {
-		id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;
-		id->initiator_depth = p->initiator_depth > 128 ? 128 : p->initiator_depth;
-		id->retry_count = p->retry_count > 7 ? 7 : p->retry_count;
-		id->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
-		id->flow_control = p->flow_control;
+		cm_take_conn_param(id, p);
 		m.pdata_len = p->private_data_len;
 		if (m.pdata_len)
 			memcpy(m.pdata, p->private_data, m.pdata_len);

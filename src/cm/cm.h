@@ -245,4 +245,16 @@ static inline enum ibv_qp_type cm_qpt(const struct cm_id *id)
 	return id->id.qp ? id->id.qp->qp_type : id->id.qp_type;
 }
 
+/* rdma_connect's parameters as the id keeps them: responder resources and initiator depth
+ * clamped to 128, retry and RNR retry counts to 7 (3-bit fields in the CM messages). Both
+ * wires use it, the private protocol (api.c) and the IB CM (ibcm/drive.c). */
+static inline void cm_take_conn_param(struct cm_id *id, const struct rdma_conn_param *p)
+{
+	id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;
+	id->initiator_depth = p->initiator_depth > 128 ? 128 : p->initiator_depth;
+	id->retry_count = p->retry_count > 7 ? 7 : p->retry_count;
+	id->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
+	id->flow_control = p->flow_control;
+}
+
 #endif /* SR_CM_CM_H */

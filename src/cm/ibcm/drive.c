@@ -310,6 +310,28 @@ static struct cm_id *find_listener(struct cm_dev *d, uint16_t ps, uint16_t port)
 	return NULL;
 }
 
+/*
+ * A child id of listener l for a request that came in on device d: it speaks the IB CM, answers
+ * through the request's address handle (taken from rx), and holds the listener's socket (its
+ * port stays reserved while its connections live, cm.c). Shared by REQ and SIDR_REQ.
+ */
+static void child_init(struct cm_id *c, struct cm_id *l, struct cm_dev *d, struct ibcm_rx *rx)
+{
+	c->ibcm = true;
+	ibcm_init(&c->ib, c->local_id);
+	c->ib_ah = rx->ah;
+	rx->ah = NULL;	/* the connection keeps it: every answer goes there */
+	c->listener = l;
+	c->state = CM_REQ_RCVD;
+	c->sock = l->lsock;
+	c->sock_ref = l->lsock != NULL;
+	cm_sock_get(l->lsock);
+	c->dev = d;
+	c->id.verbs = d->ctx;
+	c->id.pd = cm_dev_pd(d);
+	c->id.port_num = 1;
+}
+
 static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 {
 	const struct sr_cm_mad *mad = &rx->mad;
@@ -368,20 +390,7 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 			: l->id.qp_type == IBV_QPT_XRC_RECV ? IBV_QPT_RC : l->id.qp_type);
 	if (!c)
 		return;
-	c->ibcm = true;
-	ibcm_init(&c->ib, c->local_id);
-	c->ib_ah = rx->ah;
-	rx->ah = NULL;	/* the connection keeps it: every answer goes there */
-	c->listener = l;
-	c->state = CM_REQ_RCVD;
-	/* The listener's socket (its port) stays reserved while its connections live (cm.c). */
-	c->sock = l->lsock;
-	c->sock_ref = l->lsock != NULL;
-	cm_sock_get(l->lsock);
-	c->dev = d;
-	c->id.verbs = d->ctx;
-	c->id.pd = cm_dev_pd(d);
-	c->id.port_num = 1;
+	child_init(c, l, d, rx);
 	if (p.src.ss_family) {
 		memcpy(&c->id.route.addr.src_addr, &p.dst, sizeof(struct sockaddr_in6));
 		memcpy(&c->id.route.addr.dst_addr, &p.src, sizeof(struct sockaddr_in6));
@@ -471,21 +480,9 @@ static void on_sidr_req(struct cm_dev *d, struct ibcm_rx *rx)
 	c = cm_id_alloc(l->chan, l->id.context, l->id.ps, l->id.qp_type);
 	if (!c)
 		return;
-	c->ibcm = true;
-	ibcm_init(&c->ib, c->local_id);
+	child_init(c, l, d, rx);
 	c->ib.remote_id = mad->sidr_req.request_id;
 	c->ib.tid = mad->hdr.tid;
-	c->ib_ah = rx->ah;
-	rx->ah = NULL;
-	c->listener = l;
-	c->state = CM_REQ_RCVD;
-	c->sock = l->lsock;
-	c->sock_ref = l->lsock != NULL;
-	cm_sock_get(l->lsock);
-	c->dev = d;
-	c->id.verbs = d->ctx;
-	c->id.pd = cm_dev_pd(d);
-	c->id.port_num = 1;
 	memcpy(&c->id.route.addr.src_addr, &p.dst, sizeof(struct sockaddr_in6));
 	memcpy(&c->id.route.addr.dst_addr, &p.src, sizeof(struct sockaddr_in6));
 	memcpy(&c->peer_cm, &p.src, sizeof(struct sockaddr_in6));
@@ -714,6 +711,20 @@ static uint64_t ca_guid(struct cm_dev *d)
 	return be64toh(ibv_get_device_guid(d->ctx->device));
 }
 
+/* An active id starts speaking the IB CM: a fresh address handle to the peer's GID through the
+ * device's QP1 agent (every MAD of the exchange goes there) and a fresh CM state. */
+static int active_start(struct cm_id *id)
+{
+	if (id->ib_ah)
+		ibv_destroy_ah(id->ib_ah);
+	id->ib_ah = ibcm_agent_ah(id->dev->agent, &id->peer_gid);
+	if (!id->ib_ah)
+		return errno ? -errno : -ENOMEM;
+	id->ibcm = true;
+	ibcm_init(&id->ib, id->local_id);
+	return 0;
+}
+
 static int sidr_connect(struct cm_id *id, struct rdma_conn_param *p)
 {
 	struct ibcm_rdma_conn c;
@@ -737,13 +748,9 @@ static int sidr_connect(struct cm_id *id, struct rdma_conn_param *p)
 		.class_version = SR_MAD_CM_CLASS_VERSION, .method = SR_MAD_METHOD_SEND,
 		.tid = new_tid(id->local_id), .attr_id = SR_CM_ATTR_SIDR_REQ,
 	};
-	if (id->ib_ah)
-		ibv_destroy_ah(id->ib_ah);
-	id->ib_ah = ibcm_agent_ah(id->dev->agent, &id->peer_gid);
-	if (!id->ib_ah)
-		return errno ? -errno : -ENOMEM;
-	id->ibcm = true;
-	ibcm_init(&id->ib, id->local_id);
+	ret = active_start(id);
+	if (ret)
+		return ret;
 	id->ib.last = m;
 	id->ib.have_last = true;
 	id->ib.retries = IBCM_MAX_RETRIES;
@@ -818,11 +825,7 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 		return sidr_connect(id, p);
 	id->my_qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
 	if (p) {
-		id->responder_resources = p->responder_resources > 128 ? 128 : p->responder_resources;
-		id->initiator_depth = p->initiator_depth > 128 ? 128 : p->initiator_depth;
-		id->retry_count = p->retry_count > 7 ? 7 : p->retry_count;
-		id->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
-		id->flow_control = p->flow_control;
+		cm_take_conn_param(id, p);
 	}
 	id->seg = 0;	/* large segments are the private protocol's; in-band offers still work */
 	dst_gid(id, &id->peer_gid);
@@ -855,13 +858,9 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 	if (ret)
 		return ret;
 	req.e2e_flow_control = id->flow_control;
-	if (id->ib_ah)
-		ibv_destroy_ah(id->ib_ah);
-	id->ib_ah = ibcm_agent_ah(id->dev->agent, &id->peer_gid);
-	if (!id->ib_ah)
-		return errno ? -errno : -ENOMEM;
-	id->ibcm = true;
-	ibcm_init(&id->ib, id->local_id);
+	ret = active_start(id);
+	if (ret)
+		return ret;
 	ret = ibcm_send_req(&id->ib, &req, new_tid(id->local_id), now_ns(), &out);
 	if (ret)
 		return ret;
