@@ -356,14 +356,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
 	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr;
 	wr.wr.rdma.rkey = p->rbufs[r->id].key;
-	if (head) {
-		struct ibv_send_wr *t = head;
-		while (t->next)
-			t = t->next;
-		t->next = &wr;
-	} else {
-		head = &wr;
-	}
+	head = rtrs_wr_append(head, &wr);
 	int rc = ibv_post_send(con->qp, head, &bad);
 	if (win) {
 		/* the window's state follows what was posted: the WRs before *bad were */

@@ -11,6 +11,19 @@
 #include "rtrs.h"
 #include "rtrs-proto.h"
 
+/* head with wr appended at the end of its chain (wr alone when head is NULL). */
+static inline struct ibv_send_wr *rtrs_wr_append(struct ibv_send_wr *head, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *t = head;
+
+	if (!head)
+		return wr;
+	while (t->next)
+		t = t->next;
+	t->next = wr;
+	return head;
+}
+
 static inline uint64_t rtrs_now_ns(void)
 {
 	struct timespec ts;

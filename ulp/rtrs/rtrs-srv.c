@@ -289,14 +289,7 @@ static int post_imm(struct srv_con *con, uint32_t imm, struct ibv_send_wr *head)
 {
 	struct ibv_send_wr wr = { .wr_id = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 				  .send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(imm) }, *bad;
-	if (head) {
-		struct ibv_send_wr *t = head;
-		while (t->next)
-			t = t->next;
-		t->next = &wr;
-	} else {
-		head = &wr;
-	}
+	head = rtrs_wr_append(head, &wr);
 	return ibv_post_send(con->qp, head, &bad);
 }
 

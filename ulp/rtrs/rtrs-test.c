@@ -215,6 +215,27 @@ static void conf(void *priv, int err)
 	pthread_mutex_unlock(&cmu);
 }
 
+/* -p DST[@SRC] into paths[*np] (at most 16); -1 when full. */
+static int add_path(struct rtrs_path_addr *paths, size_t *np, char *arg)
+{
+	char *at = strchr(arg, '@');
+
+	if (*np == 16)
+		return -1;
+	if (at)
+		*at = 0;
+	paths[*np].dst = arg;
+	paths[(*np)++].src = at ? at + 1 : NULL;
+	return 0;
+}
+
+/* -P rr|ml|anything else (min-inflight) */
+static enum rtrs_mp_policy parse_policy(const char *arg)
+{
+	return !strcmp(arg, "rr") ? RTRS_MP_ROUND_ROBIN :
+	       !strcmp(arg, "ml") ? RTRS_MP_MIN_LATENCY : RTRS_MP_MIN_INFLIGHT;
+}
+
 static int client(int argc, char **argv)
 {
 	struct rtrs_path_addr paths[16];
@@ -228,22 +249,13 @@ static int client(int argc, char **argv)
 	rtrs_clt_opts_init(&o);
 	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:")) != -1) {
 		switch (opt) {
-		case 'p': {
-			if (np == 16)
+		case 'p':
+			if (add_path(paths, &np, optarg))
 				return 2;
-			char *at = strchr(optarg, '@');
-			if (at)
-				*at = 0;
-			paths[np].dst = optarg;
-			paths[np++].src = at ? at + 1 : NULL;
 			break;
-		}
 		case 'n': nios = atol(optarg); break;
 		case 'D': depth = atoi(optarg); break;
-		case 'P':
-			o.policy = !strcmp(optarg, "rr") ? RTRS_MP_ROUND_ROBIN :
-				   !strcmp(optarg, "ml") ? RTRS_MP_MIN_LATENCY : RTRS_MP_MIN_INFLIGHT;
-			break;
+		case 'P': o.policy = parse_policy(optarg); break;
 		case 'H': o.hb_interval_ms = (unsigned int)atoi(optarg); break;
 		case 'M': o.hb_missed_max = (unsigned int)atoi(optarg); break;
 		case 'R': o.reconnect_delay_ms = (unsigned int)atoi(optarg); break;
@@ -591,24 +603,15 @@ static int bench(int argc, char **argv)
 	bdir = RTRS_WRITE;
 	while ((opt = getopt(argc, argv, "p:S:D:T:rP:")) != -1) {
 		switch (opt) {
-		case 'p': {
-			if (np == 16)
+		case 'p':
+			if (add_path(paths, &np, optarg))
 				return 2;
-			char *at = strchr(optarg, '@');
-			if (at)
-				*at = 0;
-			paths[np].dst = optarg;
-			paths[np++].src = at ? at + 1 : NULL;
 			break;
-		}
 		case 'S': size = (uint32_t)atoi(optarg); break;
 		case 'D': depth = atoi(optarg); break;
 		case 'T': secs = atof(optarg); break;
 		case 'r': bdir = RTRS_READ; break;
-		case 'P':
-			o.policy = !strcmp(optarg, "rr") ? RTRS_MP_ROUND_ROBIN :
-				   !strcmp(optarg, "ml") ? RTRS_MP_MIN_LATENCY : RTRS_MP_MIN_INFLIGHT;
-			break;
+		case 'P': o.policy = parse_policy(optarg); break;
 		default: return 2;
 		}
 	}
