@@ -88,26 +88,7 @@ pair() {
 port=$(sr_free_port "$SR_NSA")
 if pair rping "$port" "rping -s -a $SRV_IP -p $port -v -C 100" \
 	"rping -c -a $SRV_IP -p $port -v -V -C 100"; then
-	if python3 - "$SR_TMP/rping.cli.out" "$SR_TMP/rping.srv.out" 100 <<'EOF'; then
-import sys
-cli = [l[len("ping data: "):] for l in open(sys.argv[1], errors="replace").read().splitlines()
-       if l.startswith("ping data: ")]
-srv = [l[len("server ping data: "):] for l in open(sys.argv[2], errors="replace").read().splitlines()
-       if l.startswith("server ping data: ")]
-n = int(sys.argv[3])
-def pattern(i):
-    s = "rdma-ping-%d: " % i
-    c = 65 + i % 58
-    while len(s) < 63:
-        s += chr(c)
-        c = 65 if c >= 122 else c + 1
-    return s
-bad = [i for i in range(n) if i >= len(cli) or cli[i] != pattern(i)]
-if len(cli) != n or len(srv) != n or bad or cli != srv:
-    print("client lines %d, server lines %d, first bad iteration %s, client == server: %s"
-          % (len(cli), len(srv), bad[:1], cli == srv))
-    sys.exit(1)
-EOF
+	if python3 "$SR_SOURCE_DIR/tests/integration/rping_echoes.py" "$SR_TMP/rping.cli.out" "$SR_TMP/rping.srv.out" 100; then
 		sr_ok "rping: 100 echoes printed by the client, each the server's line and rping's pattern"
 	else
 		sr_fail "rping: the client's echoes do not match what the server sent"

@@ -110,26 +110,7 @@ rx_packets() { sr_stat "$SR_TMP/$1.$2.stats" rx_packets; }
 # from 'A'+N cycling through 'A'..'z', up to the 64-byte buffer's last byte).
 check_rping() {
 	local name=$MODE.$1
-	if python3 - "$SR_TMP/$name.cli.out" "$SR_TMP/$name.srv.out" "$2" <<'EOF'; then
-import sys
-cli = [l[len("ping data: "):] for l in open(sys.argv[1], errors="replace").read().splitlines()
-       if l.startswith("ping data: ")]
-srv = [l[len("server ping data: "):] for l in open(sys.argv[2], errors="replace").read().splitlines()
-       if l.startswith("server ping data: ")]
-n = int(sys.argv[3])
-def pattern(i):
-    s = "rdma-ping-%d: " % i
-    c = 65 + i % 58
-    while len(s) < 63:
-        s += chr(c)
-        c = 65 if c >= 122 else c + 1
-    return s
-bad = [i for i in range(n) if i >= len(cli) or cli[i] != pattern(i)]
-if len(cli) != n or len(srv) != n or bad or cli != srv:
-    print("client lines %d, server lines %d, first bad iteration %s, client == server: %s"
-          % (len(cli), len(srv), bad[:1], cli == srv))
-    sys.exit(1)
-EOF
+	if python3 "$SR_SOURCE_DIR/tests/integration/rping_echoes.py" "$SR_TMP/$name.cli.out" "$SR_TMP/$name.srv.out" "$2"; then
 		sr_ok "$name: $2 echoes printed by the client, each the server's line and rping's pattern"
 	else
 		sr_fail "$name: the client's echoes do not match what the server sent"
