@@ -52,6 +52,8 @@ def objects(build):
             if len(rel) != 2 or not rel[1].startswith("src" + os.sep):
                 continue
             src = rel[1][: -len(".o")]
+            if not os.path.exists(src):
+                continue  # a stale object in a reused build tree (its source moved or went)
             # A source compiled into two targets: either object tells the same calls.
             out.setdefault(src, full)
     return out
