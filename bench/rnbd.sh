@@ -14,24 +14,16 @@
 # and .tsv (every measurement). Root (namespaces). A benchmark, not a test.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD:-$ROOT/build}
-SR="$BUILD/bin/softrdma"
+# ROOT BUILD SR RESULTS VETH_MTU INSTALL, bench_root bench_build bench_need bench_have bench_usage
+. "$(dirname "$0")/lib.sh"
 SERVER="$BUILD/bin/rnbd-server"
 PLUGIN="$BUILD/lib/nbdkit-rnbd-plugin.so"
 REPS=3
 RUNTIME=10		# seconds per point (after a ramp of RAMP seconds)
 RAMP=1
 SIZE_MB=256		# the exported file (on tmpfs); fio's region
-INSTALL=1
 OUT=""
-VETH_MTU=${VETH_MTU:-9000}	# as bench/run: jumbo frames, as a RoCE network would have
-RESULTS=${RESULTS:-$ROOT/bench/results}
 
-usage() {
-	sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
@@ -39,19 +31,16 @@ while [ $# -gt 0 ]; do
 	--size-mb) SIZE_MB=$2; shift ;;
 	--no-install) INSTALL=0 ;;
 	-o) OUT=$2; shift ;;
-	-h | --help) usage ;;
-	*) echo "bench/rnbd.sh: unknown argument $1" >&2; usage ;;
+	-h | --help) bench_usage 5 ;;
+	*) echo "$BENCH: unknown argument $1" >&2; bench_usage 5 ;;
 	esac
 	shift
 done
 [ "$RUNTIME" -le 2 ] && RAMP=0
-[ "$(id -u)" = 0 ] || { echo "bench/rnbd.sh: run as root (network namespaces)" >&2; exit 1; }
-[ "$INSTALL" = 1 ] && make -C "$ROOT" build >/dev/null
-for c in nbdkit nbdinfo fio python3 ip; do
-	command -v $c >/dev/null || { echo "bench/rnbd.sh: $c missing (make deps)" >&2; exit 1; }
-done
-[ -x "$SERVER" ] && [ -f "$PLUGIN" ] && [ -x "$SR" ] ||
-	{ echo "bench/rnbd.sh: no $SERVER or $PLUGIN (make build, with ulp/rtrs)" >&2; exit 1; }
+bench_root
+bench_build
+bench_need nbdkit nbdinfo fio python3 ip
+bench_have "$SR" "$SERVER" "$PLUGIN"
 
 # --- scratch, processes, cleanup ----------------------------------------------------------------
 tmp=$(mktemp -d /tmp/softrdma-bench-rnbd.XXXXXX)

@@ -22,9 +22,8 @@
 # its UDP port. Every program runs under timeout. A benchmark: nothing here fails on a slow figure.
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD:-$ROOT/build}
-RESULTS=${RESULTS:-$ROOT/bench/results}
+# ROOT BUILD SR RESULTS VETH_MTU, bench_root bench_build bench_need bench_have bench_usage
+. "$(dirname "$0")/lib.sh"
 DUR=5
 REPS=3
 ONLY="loopback netns"
