@@ -2,7 +2,7 @@
 /*
  * Seed corpora for the fuzz targets, made at build/test time (nothing large is kept in the
  * repository):
- *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR
+ *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR MADDIR
  * RXDIR: every RoCEv2 packet of the captures in PCAPDIR (Linux rxe's, tests/interop/rxe-pcaps)
  * as a fuzz_rx record (fuzz_rx.h) aimed at the QP of its transport with every rewrite on;
  * SEQDIR: runs of 16 consecutive packets of one direction, with a clock step in the middle,
@@ -14,8 +14,12 @@
  * active id, REQs and what follows them for its listener); RTRSDIR: a CON_REQ and an INFO_REQ,
  * and for every session configuration of fuzz_rtrs.h each RNBD message as RTRS carries it (READs
  * with one and three descriptors, WRITEs with and without data); RNBDDIR: each RNBD message as
- * the server receives it, and the two answers the client decodes.
+ * the server receives it, and the two answers the client decodes. MADDIR: every IB CM MAD of
+ * the captures (UD SEND ONLY to QP1: REQ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP of Linux
+ * rxe's rdma_cm) and one MAD of each CM attribute encoded here (REQs and SIDR_REQs with
+ * rdma_cm's header, IPv4 and IPv6, of each port space; LAP, APR, ClassPortInfo headers).
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include "cm/ibcm/rdma.h"
 #include "cm/proto.h"
 #include "cm/rsocket/proto.h"
 #include "net/pcap_read.h"
@@ -34,6 +39,8 @@
 #include "rtrs-proto.h"
 
 static int nfiles;
+static const char *maddir;	/* fuzz_mad seeds: the captures' CM MADs go there too */
+static int nmads;
 
 static void put(const char *dir, const char *name, int i, const void *p, size_t len)
 {
@@ -99,6 +106,10 @@ static void from_pcap(const char *path, const char *name, const char *rxdir, con
 		if (sr_pkt_parse(&pkt, tmp, len) != SR_PE_OK)
 			continue;
 		put(rxdir, name, nrx++, rec, record(rec, pay, len));
+		/* A CM MAD: UD SEND ONLY to QP1, BTH + DETH, then the 256-byte MAD. */
+		if (maddir && pkt.opcode == 0x64 && pkt.qpn == SR_GSI_QPN &&
+		    pkt.paylen == SR_MAD_LEN)
+			put(maddir, name, nmads++, sr_pkt_payload(&pkt), SR_MAD_LEN);
 		/* Sequences: one direction (the first packet's destination). */
 		if (!inseq) {
 			first = ipu;
@@ -583,15 +594,159 @@ static void rnbd_seeds(const char *dir)
 	put(dir, "sess-info-rsp", 0, b, 6 + sizeof(srsp));
 }
 
+/* fuzz_mad: one MAD of each CM attribute (and of three it does not decode). */
+static void mad_put(const char *dir, const char *name, int i, struct sr_cm_mad *m)
+{
+	uint8_t buf[SR_MAD_LEN];
+
+	m->hdr.base_version = SR_MAD_BASE_VERSION;
+	m->hdr.mgmt_class = SR_MAD_CLASS_CM;
+	m->hdr.class_version = SR_MAD_CM_CLASS_VERSION;
+	m->hdr.method = SR_MAD_METHOD_SEND;
+	m->hdr.tid = 0x42db4581eull + (uint64_t)i;
+	if (sr_cm_mad_encode(m, buf)) {
+		/* LAP, APR, ClassPortInfo: the header alone, some body */
+		memset(buf, 0, sizeof(buf));
+		sr_mad_hdr_encode(&m->hdr, buf);
+		memset(buf + SR_MAD_HDR_LEN, 0x11, 16);
+	}
+	put(dir, name, i, buf, sizeof(buf));
+}
+
+static void mad_conn(struct ibcm_rdma_conn *c, uint16_t ps, int family)
+{
+	ibcm_rdma_defaults(c);
+	c->ps = ps;
+	if (family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&c->src, *d = (struct sockaddr_in *)&c->dst;
+
+		s->sin_family = d->sin_family = AF_INET;
+		s->sin_addr.s_addr = htonl(0x0a000002);
+		d->sin_addr.s_addr = htonl(0x0a000001);
+		s->sin_port = htons(56604);
+		d->sin_port = htons(7174);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&c->src;
+		struct sockaddr_in6 *d = (struct sockaddr_in6 *)&c->dst;
+
+		s->sin6_family = d->sin6_family = AF_INET6;
+		s->sin6_addr.s6_addr[0] = d->sin6_addr.s6_addr[0] = 0xfd;
+		s->sin6_addr.s6_addr[15] = 2;
+		d->sin6_addr.s6_addr[15] = 1;
+		s->sin6_port = htons(56604);
+		d->sin6_port = htons(7174);
+	}
+	c->sgid.raw[10] = c->sgid.raw[11] = c->dgid.raw[10] = c->dgid.raw[11] = 0xff;
+	c->sgid.raw[12] = c->dgid.raw[12] = 10;
+	c->sgid.raw[15] = 2;
+	c->dgid.raw[15] = 1;
+	c->qpn = 0x17;
+	c->psn = 0x2fe935;
+	c->responder_resources = c->initiator_depth = 1;
+	c->ca_guid = 0xfffe000002ull;
+	c->pdata = (const uint8_t *)"rdma_cm private data";
+	c->pdata_len = 20;
+}
+
+static void mad_seeds(const char *dir)
+{
+	static const uint16_t ps[] = { IBCM_PS_TCP, IBCM_PS_UDP, IBCM_PS_IB, IBCM_PS_IPOIB };
+	struct sr_cm_mad m;
+	struct ibcm_rdma_conn c;
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
+		for (int fam = 0; fam < 2; fam++) {
+			memset(&m, 0, sizeof(m));
+			mad_conn(&c, ps[i], fam ? AF_INET6 : AF_INET);
+			c.qp_type = i == 1 ? IBV_QPT_UC : fam ? IBV_QPT_XRC_SEND : IBV_QPT_RC;
+			if (ibcm_rdma_req_build(&m.req, &c) == 0) {
+				m.hdr.attr_id = SR_CM_ATTR_REQ;
+				m.req.local_comm_id = 0x1e58b42d;
+				m.req.max_cm_retries = 15;
+				m.req.alternate.local_lid = 1;
+				m.req.sap_supported = true;
+				mad_put(dir, "req", n++, &m);
+			}
+			memset(&m, 0, sizeof(m));
+			if (ibcm_rdma_sidr_req_build(&m.sidr_req, &c) == 0) {
+				m.hdr.attr_id = SR_CM_ATTR_SIDR_REQ;
+				m.sidr_req.request_id = 0x1058b42d;
+				mad_put(dir, "sidr-req", n++, &m);
+			}
+		}
+	}
+	memset(&m, 0, sizeof(m));
+	mad_conn(&c, IBCM_PS_TCP, AF_INET);
+	c.target_ack_delay = 15;
+	c.srq = true;
+	if (ibcm_rdma_rep_build(&m.rep, &c) == 0) {
+		m.hdr.attr_id = SR_CM_ATTR_REP;
+		m.rep.local_comm_id = 0x1d58b42d;
+		m.rep.remote_comm_id = 0x1e58b42d;
+		mad_put(dir, "rep", n++, &m);
+	}
+	memset(&m, 0, sizeof(m));
+	c.sidr_status = SR_CM_SIDR_SUCCESS;
+	c.qkey = 0x01234567;
+	if (ibcm_rdma_sidr_rep_build(&m.sidr_rep, ibcm_rdma_service_id(IBCM_PS_UDP, 7174), &c) == 0) {
+		m.hdr.attr_id = SR_CM_ATTR_SIDR_REP;
+		m.sidr_rep.request_id = 0x1058b42d;
+		mad_put(dir, "sidr-rep", n++, &m);
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.attr_id = SR_CM_ATTR_MRA;
+	m.mra.local_comm_id = 0x1d58b42d;
+	m.mra.remote_comm_id = 0x1e58b42d;
+	m.mra.msg_mraed = SR_CM_MSG_REP;
+	m.mra.service_timeout = 20;
+	mad_put(dir, "mra", n++, &m);
+	memset(&m, 0, sizeof(m));
+	m.hdr.attr_id = SR_CM_ATTR_REJ;
+	m.rej.local_comm_id = 0x1d58b42d;
+	m.rej.remote_comm_id = 0x1e58b42d;
+	m.rej.reason = SR_CM_REJ_CONSUMER_DEFINED;
+	m.rej.ari_len = 4;
+	memset(m.rej.ari, 0x22, 4);
+	memset(m.rej.pdata, 0x33, 16);
+	mad_put(dir, "rej", n++, &m);
+	memset(&m, 0, sizeof(m));
+	m.hdr.attr_id = SR_CM_ATTR_RTU;
+	m.rtu.local_comm_id = 0x1e58b42d;
+	m.rtu.remote_comm_id = 0x1d58b42d;
+	mad_put(dir, "rtu", n++, &m);
+	memset(&m, 0, sizeof(m));
+	m.hdr.attr_id = SR_CM_ATTR_DREQ;
+	m.dreq.local_comm_id = 0x1e58b42d;
+	m.dreq.remote_comm_id = 0x1d58b42d;
+	m.dreq.remote_qpn = 0x17;
+	mad_put(dir, "dreq", n++, &m);
+	memset(&m, 0, sizeof(m));
+	m.hdr.attr_id = SR_CM_ATTR_DREP;
+	m.drep.local_comm_id = 0x1d58b42d;
+	m.drep.remote_comm_id = 0x1e58b42d;
+	mad_put(dir, "drep", n++, &m);
+	memset(&m, 0, sizeof(m));
+	m.hdr.attr_id = SR_CM_ATTR_LAP;
+	mad_put(dir, "lap", n++, &m);
+	m.hdr.attr_id = SR_CM_ATTR_APR;
+	mad_put(dir, "apr", n++, &m);
+	m.hdr.attr_id = SR_CM_ATTR_CLASS_PORT_INFO;
+	m.hdr.method = SR_MAD_METHOD_GET;
+	mad_put(dir, "classportinfo", n++, &m);
+}
+
 int main(int argc, char **argv)
 {
 	DIR *dir;
 	struct dirent *e;
 
-	if (argc != 9) {
-		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR\n");
+	if (argc != 10) {
+		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR "
+			"RNBDDIR MADDIR\n");
 		return 2;
 	}
+	maddir = argv[9];
 	dir = opendir(argv[1]);
 	if (!dir) {
 		perror(argv[1]);
@@ -614,6 +769,7 @@ int main(int argc, char **argv)
 	cm_state_seeds(argv[6]);
 	rtrs_seeds(argv[7]);
 	rnbd_seeds(argv[8]);
+	mad_seeds(argv[9]);
 	printf("mkseeds: %d seed files\n", nfiles);
 	return 0;
 }
