@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "cm/cm.h"
@@ -30,12 +29,6 @@ static socklen_t sa_len(const struct sockaddr *a)
 	       : a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : 0;
 }
 
-static uint16_t sa_port(const struct sockaddr *a)
-{
-	return a->sa_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
-				       : ((const struct sockaddr_in6 *)a)->sin6_port;
-}
-
 static void sa_set_port(struct sockaddr *a, uint16_t port_be)
 {
 	if (a->sa_family == AF_INET)
@@ -44,43 +37,10 @@ static void sa_set_port(struct sockaddr *a, uint16_t port_be)
 		((struct sockaddr_in6 *)a)->sin6_port = port_be;
 }
 
-static uint32_t rand32(void)
-{
-	uint32_t v;
-
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		v = (uint32_t)cm_now_ms() * 2654435761u;
-	return v;
-}
-
-/* The id's starting send PSN, chosen once: an application that moves its own QP (an external
- * QP) asks rdma_init_qp_attr for RTS before rdma_accept, and the REP must then name the PSN
- * that QP was given. Called with cm.lock held. */
-uint32_t cm_my_psn(struct cm_id *id)
-{
-	if (!id->my_psn_set) {
-		id->my_psn = rand32() & 0xffffff;
-		id->my_psn_set = true;
-	}
-	return id->my_psn;
-}
-
-/* Communication ids start at a random value: a stale message of an earlier process on the
- * same port misses. 0 is never used (it means "not known yet" in messages). */
-uint32_t cm_new_local_id(void)
-{
-	uint32_t v;
-
-	if (!cm.next_local_id)
-		cm.next_local_id = rand32();
-	v = cm.next_local_id++;
-	return v ? v : cm.next_local_id++;
-}
-
 static uint16_t ephemeral_port(void)
 {
 	if (!cm.next_port)
-		cm.next_port = (uint16_t)(32768 + rand32() % 28000);
+		cm.next_port = (uint16_t)(32768 + cm_rand32() % 28000);
 	if (++cm.next_port < 32768)
 		cm.next_port = 32768;
 	return cm.next_port;
@@ -234,29 +194,6 @@ static int sync_wait(struct cm_id *id, enum rdma_cm_event_type ok)
 }
 
 /* ---- ids --------------------------------------------------------------------------------------- */
-struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
-			  enum ibv_qp_type qpt)
-{
-	struct cm_id *id = calloc(1, sizeof(*id));
-
-	if (!id)
-		return NULL;
-	id->chan = ch;
-	id->id.channel = ch->sync ? NULL : &ch->ch;
-	id->id.context = context;
-	id->id.ps = ps;
-	id->id.qp_type = qpt;
-	id->local_id = cm_new_local_id();
-	id->state = CM_IDLE;
-	id->retry_count = 7;
-	id->rnr_retry_count = 7;
-	id->path_mtu = IBV_MTU_1024;
-	pthread_cond_init(&id->cond, NULL);
-	id->next = cm.ids;
-	cm.ids = id;
-	return id;
-}
-
 static enum ibv_qp_type ps_qp_type(enum rdma_port_space ps)
 {
 	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
@@ -426,7 +363,7 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *cid, struct sockaddr *addr)
 
 	pthread_mutex_lock(&cm.lock);
 	ret = bind_locked(cm_id(cid), addr);
-	if (!ret && !sa_port(&cid->route.addr.src_addr)) {
+	if (!ret && !cm_sa_port(&cid->route.addr.src_addr)) {
 		/* Port 0: the port is picked now, as the kernel's rdma_cm does at bind time
 		 * (rdma_get_src_port returns it before rdma_listen; qperf sends it to its peer).
 		 * The socket rdma_listen would bind is bound here and holds the port. */
@@ -497,7 +434,7 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src, st
 	}
 	memcpy(&cid->route.addr.dst_addr, dst, sa_len(dst));
 	if (!status) {
-		uint16_t port = id->state == CM_BOUND ? sa_port(&cid->route.addr.src_addr) : 0;
+		uint16_t port = id->state == CM_BOUND ? cm_sa_port(&cid->route.addr.src_addr) : 0;
 
 		if (id->state != CM_BOUND || (!id->dev && src))
 			memcpy(&cid->route.addr.src_addr, &from, sa_len((struct sockaddr *)&from));
@@ -763,7 +700,7 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 			return fail(ret);
 		return id->chan->sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 	}
-	id->my_psn = rand32() & 0xffffff;
+	id->my_psn = cm_rand32() & 0xffffff;
 	id->my_psn_set = true;
 	id->my_qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
 	if (p) {
@@ -932,12 +869,12 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel 
 
 CM_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *cid)
 {
-	return sa_port(&cid->route.addr.src_addr);
+	return cm_sa_port(&cid->route.addr.src_addr);
 }
 
 CM_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *cid)
 {
-	return sa_port(&cid->route.addr.dst_addr);
+	return cm_sa_port(&cid->route.addr.dst_addr);
 }
 
 /* ---- options and ECE ----------------------------------------------------------------------------- */

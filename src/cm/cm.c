@@ -26,8 +26,6 @@
 #include "cm/cm.h"
 #include "cm/sys.h"
 
-struct cm_global cm = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
 struct cm_sock {
 	int fd, family, refs;
 	bool listener;
@@ -51,14 +49,6 @@ void cm_count(const char *counter)
 {
 	if (sr_priv_stat_add && cm_ndevs)
 		sr_priv_stat_add(cm_devs[0].ctx, counter, 1);
-}
-
-uint64_t cm_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void cm_kick(void)
@@ -355,12 +345,10 @@ static struct cm_id *find_listener(struct cm_sock *s, uint16_t port, uint16_t ps
 {
 	for (struct cm_id *i = cm.ids; i; i = i->next)
 		if (i->state == CM_LISTEN && i->lsock == s && i->id.ps == ps &&
-		    rdma_get_src_port(&i->id) == htons(port))
+		    cm_sa_port(&i->id.route.addr.src_addr) == htons(port))
 			return i;
 	return NULL;
 }
-
-uint32_t cm_new_local_id(void);
 
 static void set_port(struct sockaddr *a, uint16_t port)
 {
@@ -369,9 +357,6 @@ static void set_port(struct sockaddr *a, uint16_t port)
 	else
 		((struct sockaddr_in6 *)a)->sin6_port = htons(port);
 }
-
-struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
-			  enum ibv_qp_type qpt);
 
 void cm_timewait_add(const struct sockaddr *peer, uint32_t remote_id)
 {
@@ -519,8 +504,8 @@ static void established(struct cm_id *id, const struct cm_msg *m)
 static void on_rep(struct cm_id *id, const struct cm_msg *m)
 {
 	struct cm_msg rtu = { .type = CM_MSG_RTU, .src_id = id->local_id, .dst_id = m->src_id,
-			      .ps = id->id.ps, .src_port = ntohs(rdma_get_src_port(&id->id)),
-			      .dst_port = ntohs(rdma_get_dst_port(&id->id)) };
+			      .ps = id->id.ps, .src_port = ntohs(cm_sa_port(&id->id.route.addr.src_addr)),
+			      .dst_port = ntohs(cm_sa_port(&id->id.route.addr.dst_addr)) };
 
 	if (id->state == CM_ESTABLISHED) {
 		cm_send(id, &rtu, false);	/* our RTU was lost: the peer repeats its REP */

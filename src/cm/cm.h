@@ -209,7 +209,14 @@ uint16_t cm_sock_port(const struct cm_sock *s);	/* network order */
 struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_space ps,
 			  enum ibv_qp_type qpt);
 uint32_t cm_new_local_id(void);
-uint32_t cm_my_psn(struct cm_id *id);	/* the starting send PSN, chosen once (api.c) */
+uint32_t cm_my_psn(struct cm_id *id);	/* the starting send PSN, chosen once (id.c) */
+uint32_t cm_rand32(void);		/* getrandom, or a clock-based value without it (id.c) */
+/* An address's port, network order (rdma_get_src_port/rdma_get_dst_port without the call). */
+static inline uint16_t cm_sa_port(const struct sockaddr *a)
+{
+	return a->sa_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
+				       : ((const struct sockaddr_in6 *)a)->sin6_port;
+}
 
 /* A REQ for this listening port is left unanswered for now (its listener was just replaced,
  * or it is bound and not listening yet: see on_req in cm.c). cm.lock held. */

@@ -305,7 +305,7 @@ static struct cm_id *find_listener(struct cm_dev *d, uint16_t ps, uint16_t port)
 {
 	for (struct cm_id *i = cm.ids; i; i = i->next)
 		if (i->state == CM_LISTEN && i->id.ps == ps &&
-		    rdma_get_src_port(&i->id) == htons(port) && (!i->dev || i->dev == d))
+		    cm_sa_port(&i->id.route.addr.src_addr) == htons(port) && (!i->dev || i->dev == d))
 			return i;
 	return NULL;
 }
@@ -780,7 +780,7 @@ static int sidr_answer(struct cm_id *id, uint8_t status, uint32_t qpn, const voi
 	memset(&m, 0, sizeof(m));
 	ret = ibcm_rdma_sidr_rep_build(&m.sidr_rep,
 				       ibcm_rdma_service_id((uint16_t)id->id.ps,
-							    ntohs(rdma_get_src_port(&id->id))),
+							    ntohs(cm_sa_port(&id->id.route.addr.src_addr))),
 				       &c);
 	if (ret)
 		return ret;
