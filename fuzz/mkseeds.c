@@ -2,7 +2,7 @@
 /*
  * Seed corpora for the fuzz targets, made at build/test time (nothing large is kept in the
  * repository):
- *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR MADDIR
+ *   mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR RNBDDIR MADDIR IBCMSTATEDIR
  * RXDIR: every RoCEv2 packet of the captures in PCAPDIR (Linux rxe's, tests/interop/rxe-pcaps)
  * as a fuzz_rx record (fuzz_rx.h) aimed at the QP of its transport with every rewrite on;
  * SEQDIR: runs of 16 consecutive packets of one direction, with a clock step in the middle,
@@ -18,6 +18,10 @@
  * the captures (UD SEND ONLY to QP1: REQ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP of Linux
  * rxe's rdma_cm) and one MAD of each CM attribute encoded here (REQs and SIDR_REQs with
  * rdma_cm's header, IPv4 and IPv6, of each port space; LAP, APR, ClassPortInfo headers).
+ * IBCMSTATEDIR: conversations for fuzz_ibcm_state (its input format is in fuzz_ibcm_state.c):
+ * loopback connections through every state to the time-wait's end, lost MADs and
+ * retransmissions to UNREACHABLE, MRAs, rejects both ways, crossed DREQs, SIDR, and the same
+ * messages from a stranger.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -736,14 +740,175 @@ static void mad_seeds(const char *dir)
 	mad_put(dir, "classportinfo", n++, &m);
 }
 
+/* fuzz_ibcm_state: records [op][a][b], op 0 followed by [len][body] (fuzz_ibcm_state.c). */
+static uint8_t is[4096];
+static size_t islen;
+
+static void is_rec(uint8_t op, uint8_t a, uint8_t b)
+{
+	is[islen++] = op;
+	is[islen++] = a;
+	is[islen++] = b;
+}
+
+/* A MAD from the input: attribute index a (fuzz_ibcm_state.c's table), control ctl, body. */
+static void is_mad(uint8_t a, uint8_t ctl, const uint8_t *body, uint8_t len)
+{
+	is_rec(0, a, ctl);
+	is[islen++] = len;
+	if (len)
+		memcpy(is + islen, body, len);
+	islen += len;
+}
+
+static void is_put(const char *dir, const char *name, int i)
+{
+	put(dir, name, i, is, islen);
+	islen = 0;
+}
+
+enum { IA_REQ, IA_MRA, IA_REJ, IA_REP, IA_RTU, IA_DREQ, IA_DREP, IA_SIDR_REQ, IA_SIDR_REP };
+enum { IS_MAD = 0, IS_BACK = 2, IS_DROP = 3, IS_TICK = 4, IS_APP = 5 };
+enum { APP_CONNECT, APP_ACCEPT, APP_REJECT, APP_DISCONNECT, APP_ESTABLISH, APP_DESTROY,
+       APP_CONNECT_UD, APP_ANSWER_UD };
+
+static void ibcm_state_seeds(const char *dir)
+{
+	uint8_t b[232];
+	int n = 0;
+
+	/* 1. A loopback connection through every state: REQ, REP, RTU, DREQ, DREP, time-wait. */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_BACK, 0, 0);			/* the REQ: a child */
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	is_rec(IS_BACK, 0, 0);			/* the REP: CONNECT_RESPONSE (no QP) */
+	is_rec(IS_APP, APP_ESTABLISH, 0);
+	is_rec(IS_BACK, 0, 0);			/* the RTU: the child ESTABLISHED */
+	is_rec(IS_APP, APP_DISCONNECT, 0);	/* the active id's DREQ */
+	is_rec(IS_BACK, 0, 0);			/* to the child: DREP at once */
+	is_rec(IS_BACK, 0, 0);			/* the DREP: the active id in TIMEWAIT */
+	is_rec(IS_TICK, 25, 255);		/* the time-wait ends */
+	is_put(dir, "loop", n++);
+	/* 2. The same, the passive side disconnecting, DREQs crossing, a duplicate REP. */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ACCEPT, 1);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ESTABLISH, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_DISCONNECT, 1);	/* the child's DREQ */
+	is_rec(IS_APP, APP_DISCONNECT, 0);	/* and the active id's */
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_mad(IA_REP, 0x06, NULL, 0);		/* a late duplicate REP for the active id */
+	is_rec(IS_TICK, 24, 200);
+	is_rec(IS_TICK, 24, 200);
+	is_put(dir, "loop-crossed", n++);
+	/* 3. Lost: the REQ dropped, retransmitted by the timer; then no answer at all until
+	 * UNREACHABLE; a REP's RTU lost (the duplicate REP answered again). */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_DROP, 0, 0);
+	is_rec(IS_TICK, 22, 100);		/* ~0.4 s: the REQ again */
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	is_rec(IS_DROP, 0, 0);			/* the REP lost */
+	is_rec(IS_TICK, 22, 100);		/* sent again */
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ESTABLISH, 0);
+	is_rec(IS_DROP, 0, 0);			/* the RTU lost */
+	for (int i = 0; i < 16; i++)
+		is_rec(IS_TICK, 22, 100);	/* the child's REP to its last retry: UNREACHABLE */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	for (int i = 0; i < 17; i++)
+		is_rec(IS_TICK, 22, 100);	/* the REQ never answered */
+	is_put(dir, "lost", n++);
+	/* 4. MRAs: the active id's REQ MRAed, the child's REP MRAed (by the input), and their
+	 * service timeouts running out. */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_BACK, 0, 0);
+	memset(b, 0, sizeof(b));
+	b[9] = 18 << 3;				/* MRA: service timeout 18 (~1 s) */
+	is_mad(IA_MRA, 0x06, b, 10);		/* REQ MRAed (the active id) */
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	b[8] = 1 << 6;				/* REP MRAed */
+	is_mad(IA_MRA, 0x16, b, 10);		/* to the child */
+	is_rec(IS_TICK, 25, 100);
+	is_rec(IS_TICK, 25, 100);
+	is_put(dir, "mra", n++);
+	/* 5. Rejects: the child rejected by the application; the active id rejected by a REJ of
+	 * the input (before the peer knew our ID); a REJ from the stranger. */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_REJECT, 8);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_CONNECT, 0);
+	memset(b, 0, sizeof(b));
+	b[10] = 0;
+	b[11] = 28;				/* consumer defined */
+	is_mad(IA_REJ, 0x0a, b, 12);		/* from the stranger */
+	is_mad(IA_REJ, 0x02, b, 12);
+	is_rec(IS_BACK, 0, 0);			/* the REQ, now stale */
+	is_put(dir, "reject", n++);
+	/* 6. The listener alone, from the input: a valid REQ (and its duplicate), accept, RTU,
+	 * DREQ, DREP, all with the child's IDs; a REQ for another port; one from a stranger. */
+	memset(b, 0, sizeof(b));
+	b[0] = 0x77;				/* Local Communication ID 0x77000000 */
+	is_mad(IA_REQ, 0x40, b, 4);
+	is_mad(IA_REQ, 0x40, b, 4);
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	is_mad(IA_RTU, 0x16, NULL, 0);
+	is_mad(IA_DREQ, 0x16, NULL, 0);
+	is_mad(IA_DREQ, 0x16, NULL, 0);		/* repeated: DREP again */
+	is_mad(IA_REQ, 0x00, b, 4);
+	b[0] = 0x78;
+	is_mad(IA_REQ, 0x48, b, 4);
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	is_mad(IA_RTU, 0x1e, NULL, 0);		/* the stranger's RTU */
+	is_rec(IS_APP, APP_DESTROY, 1);
+	is_put(dir, "listener", n++);
+	/* 7. SIDR: a UD id's SIDR_REQ looped back to the UD listener, accepted, answered; then
+	 * one rejected; a SIDR_REP from the input for the UD id; unanswered to UNREACHABLE. */
+	is_rec(IS_APP, APP_CONNECT_UD, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ANSWER_UD, 0x80);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_DESTROY, 0x80);
+	is_rec(IS_APP, APP_CONNECT_UD, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ANSWER_UD, 0x05);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_DESTROY, 0x80);
+	is_rec(IS_APP, APP_CONNECT_UD, 0);
+	is_mad(IA_SIDR_REP, 0x22, NULL, 0);
+	is_rec(IS_APP, APP_DESTROY, 0x80);
+	is_rec(IS_APP, APP_CONNECT_UD, 0);
+	for (int i = 0; i < 17; i++)
+		is_rec(IS_TICK, 22, 100);
+	is_mad(IA_SIDR_REQ, 0x40, NULL, 0);
+	is_mad(IA_SIDR_REQ, 0x48, NULL, 0);
+	is_put(dir, "sidr", n++);
+	/* 8. Mutated loopback MADs: each message of a connection with one byte changed. */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_BACK, 0x01, 24 + 43);		/* REQ: TST / timeouts byte */
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	is_rec(IS_BACK, 0x80, 24 + 27);		/* REP: a reserved bit */
+	is_rec(IS_APP, APP_ESTABLISH, 0);
+	is_rec(IS_BACK, 0x01, 24 + 0);		/* RTU: the sender's ID */
+	is_rec(IS_APP, APP_DESTROY, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_put(dir, "mutated", n++);
+}
+
 int main(int argc, char **argv)
 {
 	DIR *dir;
 	struct dirent *e;
 
-	if (argc != 10) {
+	if (argc != 11) {
 		fprintf(stderr, "usage: mkseeds PCAPDIR RXDIR SEQDIR CMDIR RSDIR CMSTATEDIR RTRSDIR "
-			"RNBDDIR MADDIR\n");
+			"RNBDDIR MADDIR IBCMSTATEDIR\n");
 		return 2;
 	}
 	maddir = argv[9];
@@ -770,6 +935,7 @@ int main(int argc, char **argv)
 	rtrs_seeds(argv[7]);
 	rnbd_seeds(argv[8]);
 	mad_seeds(argv[9]);
+	ibcm_state_seeds(argv[10]);
 	printf("mkseeds: %d seed files\n", nfiles);
 	return 0;
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs the fuzz targets for CTest (fuzz/CMakeLists.txt) and the campaign (tools/fuzz-campaign.sh).
-#   run.sh seeds BINDIR PCAPDIR SEEDDIR    make the seed corpora into SEEDDIR/{rx,seq,cm,rs,cmstate,rtrs,rnbd,mad}
+#   run.sh seeds BINDIR PCAPDIR SEEDDIR    make the seed corpora into SEEDDIR/{rx,seq,cm,rs,cmstate,rtrs,rnbd,mad,ibcmstate}
 #   run.sh smoke TARGET SEEDS SECONDS      run TARGET for SECONDS on a scratch corpus seeded
 #                                          from SEEDS; fails on any crash, leak or timeout
 set -euo pipefail
@@ -9,9 +9,10 @@ case "${1:-}" in
 seeds)
 	bindir=$2 pcaps=$3 out=$4
 	rm -rf "$out"
-	mkdir -p "$out"/rx "$out"/seq "$out"/cm "$out"/rs "$out"/cmstate "$out"/rtrs "$out"/rnbd "$out"/mad
+	mkdir -p "$out"/rx "$out"/seq "$out"/cm "$out"/rs "$out"/cmstate "$out"/rtrs "$out"/rnbd "$out"/mad \
+		"$out"/ibcmstate
 	timeout 50 "$bindir"/fuzz_mkseeds "$pcaps" "$out"/rx "$out"/seq "$out"/cm "$out"/rs \
-		"$out"/cmstate "$out"/rtrs "$out"/rnbd "$out"/mad
+		"$out"/cmstate "$out"/rtrs "$out"/rnbd "$out"/mad "$out"/ibcmstate
 	;;
 smoke)
 	bin=$2 seeds=$3 secs=$4

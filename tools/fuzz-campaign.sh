@@ -18,6 +18,7 @@
 #   -n          do not build (the binaries of BUILD_FUZZ as they are: a campaign that runs
 #               while the source tree changes)
 #   TARGET      fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket fuzz_rtrs fuzz_rnbd fuzz_mad
+#               fuzz_ibcm_state
 #               (default: all), each optionally with its own time: fuzz_rx:600
 #
 # Builds build-fuzz (make build-fuzz) if needed. The corpora grow in
@@ -40,13 +41,15 @@ done
 shift $((OPTIND - 1))
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
-	targets=(fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket fuzz_rtrs fuzz_rnbd fuzz_mad)
+	targets=(fuzz_rx fuzz_rx_seq fuzz_cm fuzz_cm_state fuzz_rsocket fuzz_rtrs fuzz_rnbd fuzz_mad
+		 fuzz_ibcm_state)
 bf=${BUILD_FUZZ:-$src/build-fuzz}
 [ "$build" = 0 ] || make -C "$src" --no-print-directory build-fuzz BUILD_FUZZ="$bf" >/dev/null
 camp=$bf/fuzz/campaign
 "$src"/fuzz/run.sh seeds "$bf"/fuzz "$src"/tests/interop/rxe-pcaps/suite "$camp"/seeds >/dev/null
 declare -A seeddir=([fuzz_rx]=rx [fuzz_rx_seq]=seq [fuzz_cm]=cm [fuzz_cm_state]=cmstate
-		   [fuzz_rsocket]=rs [fuzz_rtrs]=rtrs [fuzz_rnbd]=rnbd [fuzz_mad]=mad)
+		   [fuzz_rsocket]=rs [fuzz_rtrs]=rtrs [fuzz_rnbd]=rnbd [fuzz_mad]=mad
+		   [fuzz_ibcm_state]=ibcmstate)
 export SOFTRDMA_STATS_DIR=${SOFTRDMA_STATS_DIR:-$bf/stats}
 rows=() total=0 crashes_all=0
 for spec in "${targets[@]}"; do

@@ -527,6 +527,13 @@ static int accept_ud(struct cm_id *id, struct rdma_conn_param *p)
 	return cm_send(id, &m, false);
 }
 
+/* rdma_accept: the request no longer waits (the id left REQ_RCVD); cm.lock held. */
+static void accept_answered(struct cm_id *id)
+{
+	if (id->listener && id->state != CM_REQ_RCVD)
+		id->listener->pending--;
+}
+
 CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 {
 	struct cm_id *id = cm_id(cid);
@@ -546,15 +553,18 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
-	if (id->listener)
-		id->listener->pending--;
+	/* The listener's count of requests waiting goes down once the request is answered: an
+	 * accept refused (private data too long, a QP that cannot move) leaves it waiting, for
+	 * another accept, a reject or rdma_destroy_id (found by fuzz/fuzz_ibcm_state). */
 	if (cid->ps == RDMA_PS_UDP) {
 		ret = id->ibcm ? cm_ibcm_accept_ud(id, p) : accept_ud(id, p);
+		accept_answered(id);
 		pthread_mutex_unlock(&cm.lock);
 		return ret ? fail(ret) : 0;
 	}
 	if (id->ibcm) {
 		ret = cm_ibcm_accept(id, p);	/* a REP on QP1 */
+		accept_answered(id);
 		pthread_mutex_unlock(&cm.lock);
 		if (ret)
 			return fail(ret);
@@ -609,6 +619,7 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 		memcpy(m.pdata, p->private_data, m.pdata_len);
 	}
 	id->state = CM_REP_SENT;
+	accept_answered(id);
 	ret = cm_send(id, &m, true);
 	pthread_mutex_unlock(&cm.lock);
 	if (ret)

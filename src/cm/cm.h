@@ -232,6 +232,14 @@ bool cm_ibcm_for(const struct cm_id *id);	/* on, and id is a connected (non-UD) 
 int cm_ibcm_open(void);				/* QP1 on every device (once) */
 bool cm_ibcm_event(void *ptr);			/* CM thread: ptr a device's QP1 event? drained */
 uint64_t cm_ibcm_timers(void);			/* CM thread: retransmissions; ms to the next */
+struct ibcm_rx;
+/* One CM MAD received on d's QP1 (decoded, with its sender's GID and an AH to answer it):
+ * cm_ibcm_event's per-MAD path into the state machines, cm.lock held. A new connection takes
+ * rx->ah (sets it NULL); the caller destroys what is left. fuzz/fuzz_ibcm_state.c calls it. */
+void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx);
+/* Added to the IB CM's clock (ns): 0, except in fuzz/fuzz_ibcm_state.c, which moves time
+ * forward to drive the retransmission and time-wait timers (only ever forward). */
+extern uint64_t cm_ibcm_clock_skew_ns;
 int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p);
 int cm_ibcm_accept(struct cm_id *id, struct rdma_conn_param *p);
 int cm_ibcm_accept_ud(struct cm_id *id, struct rdma_conn_param *p);	/* SIDR_REP */

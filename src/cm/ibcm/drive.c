@@ -66,12 +66,14 @@ static bool sidr(const struct cm_id *id)
 	return id->id.ps == RDMA_PS_UDP;
 }
 
+uint64_t cm_ibcm_clock_skew_ns;
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + cm_ibcm_clock_skew_ns;
 }
 
 static uint32_t rand32(void)
@@ -544,7 +546,7 @@ static uint32_t mad_remote_id(const struct sr_cm_mad *m)
 	}
 }
 
-static void on_mad(struct cm_dev *d, struct ibcm_rx *rx)
+void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 {
 	const struct sr_cm_mad *m = &rx->mad;
 	struct ibcm_out out;
@@ -614,7 +616,7 @@ bool cm_ibcm_event(void *ptr)
 		int n;
 
 		while ((n = ibcm_agent_recv(d->agent, &rx, 0)) == 1) {
-			on_mad(d, &rx);
+			cm_ibcm_rx(d, &rx);
 			if (rx.ah)
 				ibv_destroy_ah(rx.ah);
 		}
@@ -623,7 +625,7 @@ bool cm_ibcm_event(void *ptr)
 		n = ibcm_agent_recv(d->agent, &rx, 0);
 		if (n != 1)
 			break;
-		on_mad(d, &rx);
+		cm_ibcm_rx(d, &rx);
 		if (rx.ah)
 			ibv_destroy_ah(rx.ah);
 	}
