@@ -32,6 +32,9 @@
 	X(tail_probes, "single packets resent after 2 RTTs without progress (tail-loss probe, param repair)") \
 	X(retry_timeouts, "local ACK timeouts (counted against retry_cnt)")         \
 	X(fast_retransmits, "early go-back-N after a few RTTs without progress (not counted)") \
+	X(rtt_samples, "round-trip samples taken (RC requester: a packet sent once, to the ACK that covers it)") \
+	X(rtt_sample_us, "sum of those samples, us (divided by rtt_samples: the mean round trip)") \
+	X(rtt_karn_discards, "round-trip samples given up: a packet at or before the sampled one was sent again (Karn)") \
 	X(retry_exceeded, "WRs completed with RETRY_EXC_ERR")                       \
 	X(rnr_naks_sent, "RNR NAKs sent (no receive WQE)")                          \
 	X(rnr_naks_rcvd, "RNR NAKs received")                                       \

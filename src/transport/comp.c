@@ -35,6 +35,8 @@ static void progress_made(struct sr_qp *qp)
 		 * 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R. */
 		if (!r)
 			r = 1;
+		sr_stat_inc(&qp->nic->stats, SR_STAT_rtt_samples);
+		sr_stat_add(&qp->nic->stats, SR_STAT_rtt_sample_us, r / 1000);
 		if (!qp->comp.srtt_ns) {
 			qp->comp.srtt_ns = r;
 			qp->comp.rttvar_ns = r / 2;

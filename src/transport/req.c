@@ -538,6 +538,16 @@ static void req_progress(struct sr_qp *qp)
 		sr_timer_arm(qp);
 }
 
+/* Karn's rule for a resend from PSN psn on: the sample under way, if it is at or after psn,
+ * is given up (counted). A resend after the sampled packet leaves it alone. */
+void sr_rtt_discard(struct sr_qp *qp, uint32_t psn)
+{
+	if (!qp->comp.rtt_valid || sr_psn_gt(psn, qp->comp.rtt_psn))
+		return;
+	qp->comp.rtt_valid = false;
+	sr_stat_inc(&qp->nic->stats, SR_STAT_rtt_karn_discards);
+}
+
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 {
 	struct sr_sq *sq = &qp->sq;
@@ -560,11 +570,13 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 		uint32_t psn0 = qp->req.psn, off0 = qp->req.offset, since0 = qp->req.since_ackreq;
 		int n;
 
-		/* Karn: no RTT sample from a packet sent twice. Resending another (older) one
-		 * leaves the sample alone: its own ACK still answers it alone (a re-ACK of the
-		 * copy, which covers it too, leaves after it). */
-		if (qp->comp.rtt_valid && psn == qp->comp.rtt_psn)
-			qp->comp.rtt_valid = false;
+		/* Karn: no RTT sample from an ACK that covers a packet sent twice. That is the
+		 * sampled packet itself, and every packet before it: ACKs are cumulative, so when
+		 * an older packet was lost the peer acknowledges the sampled one only once this
+		 * copy has filled the gap, and the sample would measure the repair (its NAK, the
+		 * resend, a probe's wait) instead of the path. Such samples inflated SRTT under
+		 * 20 % loss to tens of ms on loopback, and every timer waited as long. */
+		sr_rtt_discard(qp, psn);
 		qp->req.psn = psn;
 		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * w->seg;
 		qp->req.force_ackreq = true;
@@ -583,7 +595,10 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 	struct sr_sq *sq = &qp->sq;
 	uint32_t i;
 
-	qp->comp.rtt_valid = false;	/* no RTT sample from a retransmitted packet (Karn) */
+	/* No RTT sample across a go-back-N (Karn): it resends from comp.psn or before the
+	 * sample, or follows a NAK that took it already. (An RNR NAK moves comp.psn without
+	 * taking one: its wait is not the path's.) */
+	sr_rtt_discard(qp, qp->comp.rtt_psn);
 	for (i = sq->tail; i != sq->head; i++) {
 		struct sr_swqe *w = sr_sq_at(sq, i);
 

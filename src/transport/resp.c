@@ -938,6 +938,8 @@ static void ooo_keep(struct sr_qp *qp, struct sr_pkt *pkt, int32_t d)
 	sl = &qp->resp.ooo->slot[pkt->psn % SR_OOO_MAX];
 	if (sl->data && sl->psn == pkt->psn)
 		return;	/* a duplicate of one kept already */
+	if (sl->data)
+		qp->resp.ooo->count--;	/* (a stale one replaced: count stays exact) */
 	free(sl->data);
 	sl->data = malloc(pkt->len);
 	if (!sl->data)
@@ -1038,13 +1040,18 @@ static void rc_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 			if (r != RSP_OK && r != RSP_DONE)
 				break;
 		}
-		if (ran && r != RSP_RNR && qp->state != IBV_QPS_ERR) {
+		if (r != RSP_RNR && qp->state != IBV_QPS_ERR) {
 			if (qp->resp.ooo->count && !qp->resp.nak_sent) {
 				/* Another gap, with packets kept behind it: NAK it at once (the
-				 * NAK acknowledges everything before it, IBA 9.7.5.1.x). */
+				 * NAK acknowledges everything before it, IBA 9.7.5.1.x), also when
+				 * it comes right after the packet that filled the first one (two
+				 * packets lost in a row). The ACK of that packet alone, still to
+				 * be sent, would tell the requester that nothing was kept, and it
+				 * would fall back to go-back-N for good (comp.c, repair_answered). */
 				sr_send_ack(qp, qp->resp.epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR);
 				qp->resp.nak_sent = true;
-			} else {
+				qp->resp.ack_pending = false;
+			} else if (ran) {
 				ack_later(qp, sr_psn_add(qp->resp.epsn, -1));
 			}
 		}

@@ -22,6 +22,8 @@ bool sr_req_outstanding(struct sr_qp *qp);
 /* Sends again the one packet with PSN psn (a SEND/WRITE packet, asking for an ACK), without
  * moving the requester. False when psn is not such a packet of an outstanding WQE. */
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
+/* Karn: gives up the RTT sample under way when a packet at or before it is sent again. */
+void sr_rtt_discard(struct sr_qp *qp, uint32_t psn);
 void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src);
 /* A request with its ICRC unchecked: placed and checked in one pass if it is the next MIDDLE
