@@ -10,7 +10,7 @@
 #   UCX tcp    UCX_TLS=tcp,self, UCX_NET_DEVICES = the scenario's interface (lo, or the veth)
 # on loopback and between two network namespaces joined by a veth pair (made here, removed on
 # exit). Repetition by repetition, so that a change of load weighs on both alike. Writes
-# bench/results/<date>-mpi.md (also printed) and .tsv (every measurement). Root (namespaces).
+# bench/results/mpi-<date>.md (also printed) and .tsv (every measurement). Root (namespaces).
 # A benchmark, not a test: nothing here fails on a slow figure.
 set -euo pipefail
 
@@ -108,8 +108,11 @@ one() {
 	# does not see the oversubscription it sees on loopback) both ranks spin through whole
 	# time slices on the 2 shared cores, and UCX tcp's 8 B half round trip took 12-17 ms
 	# (the 2000-round-trip run never finished in 200 s).
-	local common=(--allow-run-as-root -np 2 --mca mpi_yield_when_idle 1 --mca pml ucx
-		--mca btl self --mca osc ^ucx)
+	# --bind-to none, also for both: each namespace is a "host" of its own to Open MPI, which
+	# bound each one's first rank to core 0, so both ranks (and softrdma's threads) shared
+	# one core of the two (--report-bindings).
+	local common=(--allow-run-as-root -np 2 --mca mpi_yield_when_idle 1 --bind-to none
+		--mca pml ucx --mca btl self --mca osc ^ucx)
 	# Open MPI selects pml ucx only over the transports and devices it knows for RDMA
 	# (pml_ucx_tls, pml_ucx_devices) unless told to take any: UCX tcp needs that.
 	[ "$tl" = tcp ] && common+=(--mca pml_ucx_tls any --mca pml_ucx_devices any)
@@ -161,7 +164,7 @@ done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 mkdir -p "$RESULTS"
-base=$RESULTS/$date0-mpi
+base=$RESULTS/mpi-$date0
 cp "$tmp/rows.tsv" "$base.tsv"
 cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs"
 grep -qw avx512f /proc/cpuinfo && cpu+=", AVX-512" || { grep -qw avx2 /proc/cpuinfo && cpu+=", AVX2, no AVX-512"; }
