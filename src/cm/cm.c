@@ -336,7 +336,8 @@ static void reject_unknown(struct cm_sock *s, const struct sockaddr *from, const
 static struct cm_id *find_by_local(uint32_t local_id)
 {
 	for (struct cm_id *i = cm.ids; i; i = i->next)
-		if (i->local_id == local_id && i->state != CM_DESTROYING && !i->ibcm)
+		if (i->local_id == local_id && i->state != CM_DESTROYING &&
+		    (!i->ibcm || i->ib_resolving))
 			return i;
 	return NULL;
 }
@@ -379,6 +380,27 @@ static bool in_timewait(const struct sockaddr *from, uint32_t remote_id)
 		    sa_eq((const struct sockaddr *)&t->peer, from))
 			return true;
 	}
+	return false;
+}
+
+static bool ip_any(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+bool cm_local_listener(const struct sockaddr *dst, uint16_t port_be)
+{
+	struct sockaddr_storage d;
+
+	memcpy(&d, dst, sa_len(dst));
+	set_port((struct sockaddr *)&d, ntohs(port_be));
+	for (struct cm_sock *s = cm.socks; s; s = s->next)
+		if (s->listener && cm_sock_port(s) == port_be &&
+		    (ip_any((struct sockaddr *)&s->addr) ||
+		     sa_eq((struct sockaddr *)&s->addr, (struct sockaddr *)&d)))
+			return true;
 	return false;
 }
 
@@ -603,6 +625,22 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 			on_req(s, from, to, &m);
 		return;
 	}
+	if (m.type == CM_MSG_QP1_QUERY) {
+		/* Another process of this host connecting over the IB CM asks where the QP1 of
+		 * this port's listener is (cm_ibcm_connect): its device's GID. Only on this host:
+		 * the asker sends it to a loopback or local address only. */
+		struct cm_dev *d = s->listener ? cm_ibcm_query_dev(s, to, m.ps, m.dst_port) : NULL;
+
+		if (d) {
+			struct cm_msg r = { .type = CM_MSG_QP1_REPLY, .dst_id = m.src_id, .ps = m.ps,
+					    .src_port = m.dst_port, .gid = d->gid };
+
+			reply_raw(s, from, &r);
+		} else {
+			cm_count("cm_drop_unknown");
+		}
+		return;
+	}
 	id = find_by_local(m.dst_id);
 	/* Only the peer this id talks to may move it: a stray or forged message does nothing. */
 	if (!id || !sa_eq((struct sockaddr *)&id->peer_cm, from) ||
@@ -661,6 +699,13 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 		if (id->state == CM_DREQ_SENT)
 			disconnected(id, true);
 		break;
+	case CM_MSG_QP1_REPLY:
+		/* Its GID must be one of this host's addresses (cm_gid_matches). */
+		if (id->ib_resolving && id->state == CM_REQ_SENT && cm_gid_matches(&m.gid, from)) {
+			id->txlen = 0;
+			cm_ibcm_resolved(id, &m.gid);
+		}
+		break;
 	case CM_MSG_PROBE: {
 		struct cm_msg ack = { .type = CM_MSG_PROBE_ACK, .src_id = id->local_id,
 				      .dst_id = m.src_id, .ps = id->id.ps };
@@ -691,7 +736,7 @@ int cm_rx_datagram(struct rdma_cm_id *via, const struct sockaddr *from, const ui
 static void on_unreachable(const struct sockaddr *dst)
 {
 	for (struct cm_id *id = cm.ids; id; id = id->next) {
-		if (id->ibcm || !sa_eq((struct sockaddr *)&id->peer_cm, dst))
+		if ((id->ibcm && !id->ib_resolving) || !sa_eq((struct sockaddr *)&id->peer_cm, dst))
 			continue;
 		switch (id->state) {
 		case CM_REQ_SENT:

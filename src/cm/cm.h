@@ -53,6 +53,8 @@ struct cm_dev *cm_dev_by_ctx(struct ibv_context *ctx);
  * the id has a device, as librdmacm sets it when it binds the id to a device. */
 struct ibv_pd *cm_dev_pd(struct cm_dev *d);
 bool cm_gid_matches(const union ibv_gid *gid, const struct sockaddr *from);
+/* Is a (port aside) a loopback address or one of this host's (network namespace's)? */
+bool cm_addr_on_host(const struct sockaddr *a);
 extern struct cm_dev *cm_devs;
 extern int cm_ndevs;
 
@@ -145,6 +147,12 @@ struct cm_id {
 	bool ibcm;
 	struct ibcm_conn ib;
 	struct ibv_ah *ib_ah;
+	/* A destination on this host: before the REQ (SIDR_REQ), a QP1 QUERY to the port's
+	 * listener finds its process's QP1 (cm_ibcm_resolved); rdma_connect's private data and
+	 * SRQ flag wait here for it. */
+	bool ib_resolving, ib_srq;
+	uint8_t ib_pdata_len;
+	uint8_t ib_pdata[CM_PDATA_MAX];
 	struct cm_id *next;			/* every id of the process */
 };
 
@@ -247,6 +255,15 @@ int cm_ibcm_reject(struct cm_id *id, const void *pdata, uint8_t len, uint16_t re
 int cm_ibcm_establish(struct cm_id *id);
 int cm_ibcm_disconnect(struct cm_id *id);
 void cm_ibcm_destroy(struct cm_id *id);		/* rdma_destroy_id: tell the peer, free the AV */
+/* The QP1 REPLY to an id's QUERY: gid is the listener's QP1; sends the REQ (SIDR_REQ). */
+void cm_ibcm_resolved(struct cm_id *id, const union ibv_gid *gid);
+/* A QP1 QUERY on listening socket s, for port space ps and port (host order), received at
+ * address `to`: the device whose QP1 takes that listener's REQs, or NULL (not speaking the IB
+ * CM, or no such listener). cm.lock held. */
+struct cm_dev *cm_ibcm_query_dev(const struct cm_sock *s, const struct sockaddr *to, uint16_t ps,
+				 uint16_t port);
+/* A listening socket of this process takes rdma_cm port `port_be` at address dst. */
+bool cm_local_listener(const struct sockaddr *dst, uint16_t port_be);
 
 /* QP automation (qp.c). */
 int cm_qp_to_init(struct cm_id *id, struct ibv_qp *qp);

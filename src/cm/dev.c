@@ -234,6 +234,11 @@ static bool is_local_ip(const struct sockaddr *ip)
 	return ok;
 }
 
+bool cm_addr_on_host(const struct sockaddr *a)
+{
+	return is_loopback(a) || is_local_ip(a);
+}
+
 /*
  * Does the data-plane GID a peer announced belong to the host the CM message came from? Its
  * IP must be the message's source address. A message from a loopback address comes from this

@@ -11,6 +11,7 @@
 /* Body length per type: connection data for REQ/REP/SIDR, a reason for REJ, nothing else. */
 #define BODY_CONN 48	/* gid 16, qpn 4, psn 4, qkey 4, 8 single bytes, ece 8, status 1, 3 reserved */
 #define BODY_REJ 4	/* reason 2, reserved 2 */
+#define BODY_GID 16	/* QP1 REPLY: a GID */
 
 static size_t body_len(uint8_t type)
 {
@@ -22,6 +23,8 @@ static size_t body_len(uint8_t type)
 		return BODY_CONN;
 	case CM_MSG_REJ:
 		return BODY_REJ;
+	case CM_MSG_QP1_REPLY:
+		return BODY_GID;
 	default:
 		return 0;
 	}
@@ -100,6 +103,8 @@ int cm_msg_encode(const struct cm_msg *m, uint8_t *buf, size_t len)
 		b[45] = m->seg4k;
 	} else if (blen == BODY_REJ) {
 		put16(b, m->reason);
+	} else if (blen == BODY_GID) {
+		memcpy(b, m->gid.raw, 16);
 	}
 	if (m->pdata_len)
 		memcpy(buf + CM_HDR_LEN + blen, m->pdata, m->pdata_len);
@@ -149,6 +154,8 @@ int cm_msg_decode(struct cm_msg *m, const uint8_t *buf, size_t len)
 			return -EBADMSG;
 	} else if (blen == BODY_REJ) {
 		m->reason = get16(b);
+	} else if (blen == BODY_GID) {
+		memcpy(m->gid.raw, b, 16);
 	}
 	if (m->pdata_len)
 		memcpy(m->pdata, buf + CM_HDR_LEN + blen, m->pdata_len);
@@ -162,6 +169,7 @@ const char *cm_msg_name(uint8_t type)
 		[CM_MSG_REJ] = "REJ", [CM_MSG_DREQ] = "DREQ", [CM_MSG_DREP] = "DREP",
 		[CM_MSG_SIDR_REQ] = "SIDR_REQ", [CM_MSG_SIDR_REP] = "SIDR_REP",
 		[CM_MSG_PROBE] = "PROBE", [CM_MSG_PROBE_ACK] = "PROBE_ACK",
+		[CM_MSG_QP1_QUERY] = "QP1_QUERY", [CM_MSG_QP1_REPLY] = "QP1_REPLY",
 	};
 
 	return type < CM_MSG_TYPES && names[type] ? names[type] : "?";

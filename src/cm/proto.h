@@ -28,7 +28,8 @@
  * what the requester offers, in a REP what both will use; 0: none, the IB path MTU only), 2
  * reserved. (A peer that sends the byte as reserved, zero, gets
  * the path MTU.)
- * Body of REJ (4 bytes): be16 reason, 2 reserved. Other types have no body.
+ * Body of REJ (4 bytes): be16 reason, 2 reserved. Body of QP1 REPLY (16 bytes): the GID of
+ * the QP1 that takes CM MADs for the port asked about. Other types have no body.
  *
  * Reserved fields are sent as zero and ignored on receipt; a receiver drops (and counts) a
  * datagram with another magic or version, an unknown type, or a length that disagrees.
@@ -57,6 +58,10 @@ enum cm_msg_type {
 	CM_MSG_SIDR_REP = 8,
 	CM_MSG_PROBE = 9,	/* liveness of an established connection */
 	CM_MSG_PROBE_ACK = 10,
+	/* With the IB CM on the wire (cm_wire=ibcm), to a destination on this host only: where
+	 * is the QP1 of the process listening on this port? (docs/cm.md, "Loopback") */
+	CM_MSG_QP1_QUERY = 11,
+	CM_MSG_QP1_REPLY = 12,	/* its GID (the port it may name included: docs/gid.md) */
 	CM_MSG_TYPES
 };
 

@@ -101,7 +101,8 @@
 	X(cm_mads_rcvd, "rdma_cm over the IB CM: CM MADs received on QP1")                  \
 	X(cm_mad_send_errors, "rdma_cm over the IB CM: CM MADs QP1 could not send")         \
 	X(cm_reqs_rcvd, "rdma_cm over the IB CM: REQs that became a CONNECT_REQUEST")       \
-	X(cm_rejects_rcvd, "rdma_cm over the IB CM: REJs received for a connection (REJECTED)")
+	X(cm_rejects_rcvd, "rdma_cm over the IB CM: REJs received for a connection (REJECTED)") \
+	X(cm_qp1_queries, "rdma_cm over the IB CM: QP1 QUERYs to a listener on this host (where its process's QP1 is)")
 
 enum sr_stat {
 #define SR_STAT_ENUM(name, doc) SR_STAT_##name,

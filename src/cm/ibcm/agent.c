@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,8 +46,8 @@ int ibcm_agent_open(struct ibcm_agent *a, struct ibv_context *ctx)
 {
 	struct ibv_qp_init_attr ia = {
 		.qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 4, .max_recv_wr = IBCM_AGENT_RX, .max_send_sge = 1,
-			 .max_recv_sge = 1 },
+		.cap = { .max_send_wr = IBCM_AGENT_TX, .max_recv_wr = IBCM_AGENT_RX,
+			 .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = SR_MAD_LEN },
 		.sq_sig_all = 1,
 	};
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = SR_GSI_QKEY };
@@ -59,13 +58,12 @@ int ibcm_agent_open(struct ibcm_agent *a, struct ibv_context *ctx)
 		return -EOPNOTSUPP;
 	a->ctx = ctx;
 	a->pd = ibv_alloc_pd(ctx);
-	a->buf = calloc(IBCM_AGENT_RX + 1, SLOT);
+	a->buf = calloc(IBCM_AGENT_RX, SLOT);
 	a->ch = ibv_create_comp_channel(ctx);
 	if (!a->pd || !a->buf || !a->ch)
 		goto fail;
-	a->mr = ibv_reg_mr(a->pd, a->buf, (size_t)(IBCM_AGENT_RX + 1) * SLOT,
-			   IBV_ACCESS_LOCAL_WRITE);
-	a->scq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	a->mr = ibv_reg_mr(a->pd, a->buf, (size_t)IBCM_AGENT_RX * SLOT, IBV_ACCESS_LOCAL_WRITE);
+	a->scq = ibv_create_cq(ctx, IBCM_AGENT_TX, NULL, NULL, 0);
 	a->rcq = ibv_create_cq(ctx, IBCM_AGENT_RX, NULL, a->ch, 0);
 	if (!a->mr || !a->scq || !a->rcq)
 		goto fail;
@@ -114,29 +112,48 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int ibcm_agent_send(struct ibcm_agent *a, struct ibv_ah *ah, const struct sr_cm_mad *m)
+/* Takes the send completions there are, without waiting: each frees its send queue slot;
+ * one that failed is counted (the MAD was lost: the CM's retransmission covers it). */
+static void reap_tx(struct ibcm_agent *a)
 {
-	uint8_t *slot = a->buf + (size_t)IBCM_AGENT_RX * SLOT;
-	struct ibv_sge sge = { (uintptr_t)slot, SR_MAD_LEN, a->mr->lkey };
-	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
-	struct ibv_wc wc;
-	uint64_t end;
+	struct ibv_wc wc[16];
 	int n;
 
-	if (sr_cm_mad_encode(m, slot))
+	while ((n = ibv_poll_cq(a->scq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS)
+				a->tx_errors++;
+		a->tx_out -= (unsigned)n < a->tx_out ? (unsigned)n : a->tx_out;
+	}
+}
+
+/*
+ * Never waits: the MAD goes inline (the work request takes a copy of its 256 bytes, so the
+ * caller's buffer and address handle may go at once), and the send queue holds IBCM_AGENT_TX
+ * of them. A full queue (the NIC has not sent the earlier ones yet) fails with -EAGAIN rather
+ * than waiting under the CM's lock: a MAD is a datagram, and the CM state machine sends
+ * again what was not answered (IBA 12.9).
+ */
+int ibcm_agent_send(struct ibcm_agent *a, struct ibv_ah *ah, const struct sr_cm_mad *m)
+{
+	uint8_t mad[SR_MAD_LEN];
+	struct ibv_sge sge = { (uintptr_t)mad, SR_MAD_LEN, 0 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED }, *bad;
+
+	if (sr_cm_mad_encode(m, mad))
 		return -EINVAL;
+	reap_tx(a);
+	if (a->tx_out >= IBCM_AGENT_TX)
+		return -EAGAIN;
 	wr.wr.ud.ah = ah;
 	wr.wr.ud.remote_qpn = SR_GSI_QPN;
 	wr.wr.ud.remote_qkey = SR_GSI_QKEY;
 	if (ibv_post_send(a->qp, &wr, &bad))
 		return -EIO;
-	/* a UD send completes once it left: no peer involved, so briefly */
-	end = now_ms() + 1000;
-	while ((n = ibv_poll_cq(a->scq, 1, &wc)) == 0 && now_ms() < end)
-		sched_yield();
-	if (n != 1)
-		return n < 0 ? -EIO : -ETIMEDOUT;
-	return wc.status == IBV_WC_SUCCESS ? 0 : -EIO;
+	a->tx_out++;
+	reap_tx(a);	/* a UD send usually completed within the post */
+	return 0;
 }
 
 int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms)

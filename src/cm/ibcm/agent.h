@@ -11,7 +11,9 @@
 
 #include "wire/mad.h"
 
-#define IBCM_AGENT_RX 32	/* receives kept posted */
+#define IBCM_AGENT_RX 256	/* receives kept posted: a burst of REQs (cmtime connects
+				 * hundreds at once) lands in them until the CM thread drains */
+#define IBCM_AGENT_TX 64	/* sends not yet completed */
 
 struct ibcm_agent {
 	struct ibv_context *ctx;
@@ -20,8 +22,10 @@ struct ibcm_agent {
 	struct ibv_cq *scq, *rcq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
-	uint8_t *buf;		/* IBCM_AGENT_RX receive slots (GRH + MAD), then one send slot */
+	uint8_t *buf;		/* IBCM_AGENT_RX receive slots (GRH + MAD) */
 	uint64_t dropped;	/* received, not a CM MAD (counted, never delivered) */
+	unsigned tx_out;	/* sends posted, completion not taken yet */
+	uint64_t tx_errors;	/* sends that completed in error */
 };
 
 /* A CM MAD received, and an address vector to answer its sender (destroy it when done). */
@@ -36,7 +40,8 @@ struct ibcm_rx {
  * without softrdma's libibverbs, -EBUSY when the device's QP1 is taken). */
 int ibcm_agent_open(struct ibcm_agent *a, struct ibv_context *ctx);
 void ibcm_agent_close(struct ibcm_agent *a);
-/* Sends m to QP1 behind ah; waits for the send's completion. 0 or -errno. */
+/* Sends m to QP1 behind ah (inline: ah and m may go at once); never waits. 0, -EAGAIN (the
+ * send queue is full: the MAD is not sent, the CM's retransmission covers it) or -errno. */
 int ibcm_agent_send(struct ibcm_agent *a, struct ibv_ah *ah, const struct sr_cm_mad *m);
 /* An address vector to a GID (port 1, GID index 0), for the first message to a peer. */
 struct ibv_ah *ibcm_agent_ah(struct ibcm_agent *a, const union ibv_gid *dgid);

@@ -727,19 +727,19 @@ static int active_start(struct cm_id *id)
 	return 0;
 }
 
-static int sidr_connect(struct cm_id *id, struct rdma_conn_param *p)
+/* The SIDR_REQ of a UD id, to id->peer_gid's QP1, with rdma_connect's private data. */
+static int sidr_send(struct cm_id *id)
 {
 	struct ibcm_rdma_conn c;
 	struct sr_cm_mad m;
 	int ret;
 
-	dst_gid(id, &id->peer_gid);
 	ibcm_rdma_defaults(&c);
 	c.ps = (uint16_t)id->id.ps;
 	memcpy(&c.src, &id->id.route.addr.src_addr, sizeof(struct sockaddr_in6));
 	memcpy(&c.dst, &id->id.route.addr.dst_addr, sizeof(struct sockaddr_in6));
-	c.pdata = p ? p->private_data : NULL;
-	c.pdata_len = p ? p->private_data_len : 0;
+	c.pdata = id->ib_pdata;
+	c.pdata_len = id->ib_pdata_len;
 	memset(&m, 0, sizeof(m));
 	ret = ibcm_rdma_sidr_req_build(&m.sidr_req, &c);
 	if (ret)
@@ -812,25 +812,14 @@ int cm_ibcm_accept_ud(struct cm_id *id, struct rdma_conn_param *p)
 	return ret;
 }
 
-int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
+/* The REQ of a connected id, to id->peer_gid's QP1 (cm_ibcm_connect took the parameters). */
+static int req_send(struct cm_id *id)
 {
 	struct ibcm_rdma_conn c;
 	struct sr_cm_req req;
 	struct ibcm_out out;
-	int ret = cm_ibcm_open();
+	int ret;
 
-	if (ret)
-		return ret;
-	if (!id->dev || !id->dev->agent)
-		return -ENODEV;
-	if (sidr(id))
-		return sidr_connect(id, p);
-	id->my_qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
-	if (p) {
-		cm_take_conn_param(id, p);
-	}
-	id->seg = 0;	/* large segments are the private protocol's; in-band offers still work */
-	dst_gid(id, &id->peer_gid);
 	id->peer_psn = rand32() & 0xffffff;	/* we receive from it; the REQ names it */
 	ibcm_rdma_defaults(&c);
 	c.ps = (uint16_t)id->id.ps;
@@ -846,7 +835,7 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 	c.retry_count = id->retry_count;
 	c.rnr_retry_count = id->rnr_retry_count;
 	c.mtu = (uint8_t)id->path_mtu;
-	c.srq = id->id.srq != NULL || (p && p->srq);
+	c.srq = id->id.srq != NULL || id->ib_srq;
 	c.ca_guid = ca_guid(id->dev);
 	c.remote_cm_response_timeout = IBCM_RESP_TIMEOUT;
 	c.local_cm_response_timeout = IBCM_RESP_TIMEOUT;
@@ -854,8 +843,8 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 	c.traffic_class = id->tos;
 	if (id->ack_timeout)
 		c.local_ack_timeout = id->ack_timeout;
-	c.pdata = p ? p->private_data : NULL;
-	c.pdata_len = p ? p->private_data_len : 0;
+	c.pdata = id->ib_pdata;
+	c.pdata_len = id->ib_pdata_len;
 	ret = ibcm_rdma_req_build(&req, &c);
 	if (ret)
 		return ret;
@@ -870,6 +859,91 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 	handle(id, &out, NULL);
 	cm_kick();	/* the CM thread's timer now has a deadline */
 	return 0;
+}
+
+/*
+ * Where the peer's QP1 is. A destination elsewhere: its address as a RoCEv2 GID (dst_gid),
+ * as the kernel's rdma_cm resolves it. A destination on this host (a loopback address, or
+ * one of the host's own) may be served by another process's soft device, on another
+ * 127.x.y.z or another UDP port (docs/gid.md): unless this process listens there itself, a
+ * QP1 QUERY to the listener's rdma_cm port (its CM socket, as the private protocol reaches
+ * it) asks that process for its QP1's GID, and the REQ goes once the REPLY is in
+ * (cm_ibcm_resolved). The QUERY is retransmitted as the private protocol's REQ; nobody on
+ * the port (ICMP port unreachable) ends in REJECTED (invalid service ID), no answer in
+ * UNREACHABLE. Never sent off this host: kernel peers see only MADs.
+ */
+static int query_start(struct cm_id *id)
+{
+	const struct sockaddr *dst = &id->id.route.addr.dst_addr;
+	struct cm_msg q = { .type = CM_MSG_QP1_QUERY, .src_id = id->local_id,
+			    .ps = (uint16_t)id->id.ps,
+			    .dst_port = ntohs(rdma_get_dst_port(&id->id)) };
+
+	id->sock = cm_active_sock(dst->sa_family);
+	if (!id->sock)
+		return -ENOMEM;
+	memset(&id->peer_cm, 0, sizeof(id->peer_cm));
+	memcpy(&id->peer_cm, dst,
+	       dst->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	id->ibcm = true;
+	ibcm_init(&id->ib, id->local_id);
+	id->ib_resolving = true;
+	id->state = CM_REQ_SENT;
+	cm_count("cm_qp1_queries");
+	cm_send(id, &q, true);	/* a send error is a lost datagram: retransmitted */
+	return 0;
+}
+
+void cm_ibcm_resolved(struct cm_id *id, const union ibv_gid *gid)
+{
+	int ret;
+
+	id->ib_resolving = false;
+	id->peer_gid = *gid;
+	ret = sidr(id) ? sidr_send(id) : req_send(id);
+	if (ret) {
+		id->state = CM_DISCONNECTED;
+		event(id, RDMA_CM_EVENT_UNREACHABLE, ret, NULL);
+	}
+}
+
+struct cm_dev *cm_ibcm_query_dev(const struct cm_sock *s, const struct sockaddr *to, uint16_t ps,
+				 uint16_t port)
+{
+	if (!cm_ibcm_on() || cm_ibcm_open())
+		return NULL;
+	for (struct cm_id *i = cm.ids; i; i = i->next)
+		if (i->lsock == s && i->id.ps == ps && rdma_get_src_port(&i->id) == htons(port) &&
+		    (i->state == CM_LISTEN || i->state == CM_BOUND) && i->dev)
+			return i->dev;
+	/* no such listener (yet, or any more): the REQ itself gets the IB CM's answer */
+	return cm_dev_for_local(to);
+}
+
+int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
+{
+	const struct sockaddr *dst = &id->id.route.addr.dst_addr;
+	int ret = cm_ibcm_open();
+
+	if (ret)
+		return ret;
+	if (!id->dev || !id->dev->agent)
+		return -ENODEV;
+	if (!sidr(id)) {
+		id->my_qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
+		if (p)
+			cm_take_conn_param(id, p);
+		id->seg = 0;	/* large segments are the private protocol's; in-band offers work */
+	}
+	/* rdma_connect checked the length against the message's limit (at most 216) */
+	id->ib_pdata_len = p && p->private_data ? p->private_data_len : 0;
+	if (id->ib_pdata_len)
+		memcpy(id->ib_pdata, p->private_data, id->ib_pdata_len);
+	id->ib_srq = p && p->srq;
+	if (cm_addr_on_host(dst) && !cm_local_listener(dst, rdma_get_dst_port(&id->id)))
+		return query_start(id);
+	dst_gid(id, &id->peer_gid);
+	return sidr(id) ? sidr_send(id) : req_send(id);
 }
 
 int cm_ibcm_accept(struct cm_id *id, struct rdma_conn_param *p)
