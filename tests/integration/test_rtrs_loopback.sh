@@ -28,7 +28,7 @@ ONLY=${RTRS_TEST_ONLY:-}
 # --- hygiene: public headers only, public libraries only (the sanitizer build links its runtime)
 if [ "$ONLY" != hostile ]; then
 bad=$(grep -h '^#include' "$SR_SOURCE_DIR"/ulp/rtrs/*.[ch] | sort -u |
-	grep -v -E '^#include (<(infiniband/verbs|rdma/rdma_cma|arpa/inet|dirent|errno|fcntl|netdb|poll|pthread|signal|stddef|stdint|stdio|stdlib|string|time|unistd|sys/eventfd|sys/uio)\.h>|"rtrs(-proto|-common|-srv-check)?\.h")$')
+	grep -v -E '^#include (<(infiniband/verbs|rdma/rdma_cma|arpa/inet|dirent|errno|fcntl|netdb|poll|pthread|sched|signal|stddef|stdint|stdio|stdlib|string|time|unistd|sys/eventfd|sys/uio)\.h>|"rtrs(-proto|-common|-srv-check)?\.h")$')
 sr_expect_eq "ulp/rtrs includes only libc, verbs, rdma_cm and its own headers" "" "$bad"
 needed=$(readelf -d "$RT" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
 extra=$(echo "$needed" | tr ' ' '\n' | grep -v -E '^(libibverbs\.so\.1|librdmacm\.so\.1|libc\.so\.6|libpthread\.so\.0|)$')

@@ -117,7 +117,19 @@ struct rtrs_clt {
 	volatile int stop;
 	int closing;
 	struct clt_req *done_head;
+	/* threads other than the event thread waiting for mu (clt_lock), or for a permit while
+	 * one is free: the polling event thread steps aside for them */
+	volatile int lock_waiters, permit_waiters;
 };
+
+/* The lock, from the API (not the event thread): counted, so that the event thread, which
+ * holds it while it polls, lets go for a moment. */
+static void clt_lock(struct rtrs_clt *c)
+{
+	__atomic_add_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_lock(&c->mu);
+	__atomic_sub_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+}
 
 void rtrs_clt_opts_init(struct rtrs_clt_opts *o)
 {
@@ -132,6 +144,7 @@ void rtrs_clt_opts_init(struct rtrs_clt_opts *o)
 	o->connect_timeout_ms = 10000;
 	o->fail_timeout_ms = 30000;
 	o->max_segments = 128;
+	o->poll_us = rtrs_poll_us_default();
 }
 
 static void rand_bytes(uint8_t *b, size_t n)
@@ -695,7 +708,7 @@ static void on_route(struct rtrs_clt *c, struct clt_con *con)
 		path_fail(c, p, errno ? errno : EIO);
 }
 
-static void poll_con(struct rtrs_clt *c, struct clt_con *con);
+static int poll_con(struct rtrs_clt *c, struct clt_con *con);
 
 static void handle_cm(struct rtrs_clt *c)
 {
@@ -748,13 +761,15 @@ static void handle_cm(struct rtrs_clt *c)
 	}
 }
 
-static void poll_con(struct rtrs_clt *c, struct clt_con *con)
+/* Under c->mu: takes every completion of con's CQ. Returns how many there were. */
+static int poll_con(struct rtrs_clt *c, struct clt_con *con)
 {
 	struct clt_path *p = con->path;
 	struct ibv_wc wc[16];
-	int n;
+	int n, got = 0;
 
 	while (con->cq && (n = ibv_poll_cq(con->cq, 16, wc)) > 0) {
+		got += n;
 		for (int i = 0; i < n; i++) {
 			if (wc[i].wr_id == CLT_WRID_TEST)
 				c->test_status = (int)wc[i].status;
@@ -764,7 +779,7 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 						c->name, p->dst_s, con->cid, ibv_wc_status_str(wc[i].status),
 						(unsigned long long)wc[i].wr_id, (int)wc[i].opcode);
 				path_fail(c, p, EIO);
-				return;
+				return got;
 			}
 			if (!(wc[i].opcode & IBV_WC_RECV))
 				continue;
@@ -778,12 +793,12 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 				const char *b = con->rbuf + wc[i].wr_id * con->rsize;
 				if (!c->new_rkey || wc[i].byte_len < sizeof(k) || !p->rbufs) {
 					path_fail(c, p, EPROTO);
-					return;
+					return got;
 				}
 				memcpy(&k, b, sizeof(k));
 				if (k.type != RTRS_MSG_RKEY_RSP || k.buf_id >= c->qd) {
 					path_fail(c, p, EPROTO);
-					return;
+					return got;
 				}
 				p->rbufs[k.buf_id].key = k.rkey;
 				p->st.rkey_renewals++;
@@ -799,7 +814,7 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 					if (id >= c->qd || c->reqs[id].state != REQ_INFLIGHT ||
 					    c->reqs[id].path != p) {
 						path_fail(c, p, EPROTO);
-						return;
+						return got;
 					}
 					if (p->rmw && p->rmw_bound[id]) {
 						if (t == RTRS_IO_RSP_W_INV_IMM) {
@@ -836,13 +851,14 @@ static void poll_con(struct rtrs_clt *c, struct clt_con *con)
 				}
 			}
 			if (!con->qp)
-				return;
+				return got;
 			if (post_recv(con, (unsigned int)wc[i].wr_id)) {
 				path_fail(c, p, EIO);
-				return;
+				return got;
 			}
 		}
 	}
+	return got;
 }
 
 static void timers(struct rtrs_clt *c, uint64_t now)
@@ -905,50 +921,103 @@ static void write_stats(struct rtrs_clt *c)
 	rtrs_stats_write(c->stats_dir, "clt", c->name, st, n);
 }
 
+/* Under c->mu: every CQ of the session. Returns the completions taken. */
+static int poll_all(struct rtrs_clt *c)
+{
+	int got = 0;
+	for (int i = 0; i < CLT_MAX_PATHS; i++)
+		for (unsigned int k = 0; k < CLT_MAX_CONS; k++)
+			if (c->paths[i].used && c->paths[i].cons[k].cq)
+				got += poll_con(c, &c->paths[i].cons[k]);
+	return got;
+}
+
+/* Under c->mu: asks for an event at the next completion of every CQ (before a sleep). */
+static void arm_all(struct rtrs_clt *c)
+{
+	for (int i = 0; i < CLT_MAX_PATHS; i++)
+		for (unsigned int k = 0; k < CLT_MAX_CONS; k++)
+			if (c->paths[i].used && c->paths[i].cons[k].cq)
+				ibv_req_notify_cq(c->paths[i].cons[k].cq, 0);
+}
+
+/*
+ * The session's thread. It polls its CQs while completions come (for o.poll_us after the last
+ * one: an answer at queue depth 1 is then taken by the poll that waits for it, no thread is
+ * woken; with softrdma the poll itself receives the packets), and only then arms the CQs and
+ * sleeps in poll() on the completion channels, the CM channel and the eventfd. While polling,
+ * it looks at those fds every millisecond (CM events, timers). It keeps the lock while it
+ * polls and steps aside when another thread waits for it (clt_lock) or for a permit.
+ */
 static void *clt_thread(void *arg)
 {
 	struct rtrs_clt *c = arg;
-	uint64_t last_stats = 0;
+	uint64_t last_stats = 0, last_fds = 0, busy_until = 0;
+	int64_t spin_ns = c->o.poll_us < 0 ? -1 : (int64_t)c->o.poll_us * 1000;
+	struct rtrs_spin sp = { 0 };
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		struct pollfd pf[2 + CLT_MAX_PATHS];
-		int n = 0;
-		pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
-		pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
-		int ncch = c->ncch;
-		for (int i = 0; i < ncch; i++)
-			pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
-		pthread_mutex_unlock(&c->mu);
-		unsigned int tick = c->o.hb_interval_ms / 4;
-		poll(pf, (nfds_t)n, tick < 5 ? 5 : tick > 50 ? 50 : (int)tick);
-		pthread_mutex_lock(&c->mu);
-		if (pf[1].revents & POLLIN) {
-			uint64_t v;
-			if (read(c->efd, &v, sizeof(v)) < 0) {
-			}
-		}
-		if (pf[0].revents & POLLIN)
-			handle_cm(c);
-		for (int i = 0; i < ncch; i++) {
-			struct ibv_cq *cq;
-			void *cctx;
-			while (!ibv_get_cq_event(c->cch[i], &cq, &cctx)) {
-				ibv_ack_cq_events(cq, 1);
-				ibv_req_notify_cq(cq, 0);
-			}
-		}
-		/* poll every CQ: notifications are per CQ and may be coalesced */
-		for (int i = 0; i < CLT_MAX_PATHS; i++)
-			for (unsigned int k = 0; k < CLT_MAX_CONS; k++)
-				if (c->paths[i].used && c->paths[i].cons[k].cq)
-					poll_con(c, &c->paths[i].cons[k]);
 		uint64_t now = rtrs_now_ns();
-		timers(c, now);
+		int spin = spin_ns < 0 || (spin_ns > 0 && now < busy_until && now >= sp.backoff_until);
+		if (spin && spin_ns > 0 && now - last_fds >= 1000000ull)
+			rtrs_spin_check(&sp, now);	/* may start a back-off: polls once more */
+		if (!spin)
+			sp.win_wall = 0;
+		if (!spin || now - last_fds >= 1000000ull) {
+			int timeout = 0;
+			if (!spin) {
+				/* arm, then look once more: what completed before the arm
+				 * made no event */
+				arm_all(c);
+				if (poll_all(c)) {
+					busy_until = now + (uint64_t)spin_ns;
+				} else if (!c->done_head) {
+					unsigned int tick = c->o.hb_interval_ms / 4;
+					timeout = tick < 5 ? 5 : tick > 50 ? 50 : (int)tick;
+				}
+			}
+			struct pollfd pf[2 + CLT_MAX_PATHS];
+			int n = 0;
+			pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
+			pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
+			int ncch = c->ncch;
+			for (int i = 0; i < ncch; i++)
+				pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
+			pthread_mutex_unlock(&c->mu);
+			poll(pf, (nfds_t)n, timeout);
+			pthread_mutex_lock(&c->mu);
+			last_fds = rtrs_now_ns();
+			if (pf[1].revents & POLLIN) {
+				uint64_t v;
+				if (read(c->efd, &v, sizeof(v)) < 0) {
+				}
+			}
+			if (pf[0].revents & POLLIN)
+				handle_cm(c);
+			for (int i = 0; i < ncch; i++) {
+				struct ibv_cq *cq;
+				void *cctx;
+				if (!(pf[2 + i].revents & POLLIN))
+					continue;
+				while (!ibv_get_cq_event(c->cch[i], &cq, &cctx))
+					ibv_ack_cq_events(cq, 1);
+			}
+			now = last_fds;
+			timers(c, now);
+			if (c->stats_dir[0] && now - last_stats > 1000000000ull) {
+				last_stats = now;
+				write_stats(c);
+			}
+		}
+		/* every CQ: notifications are per CQ and may be coalesced */
+		if (poll_all(c) && spin_ns > 0)
+			busy_until = rtrs_now_ns() + (uint64_t)spin_ns;
 		run_done(c);
-		if (c->stats_dir[0] && now - last_stats > 1000000000ull) {
-			last_stats = now;
-			write_stats(c);
+		if (spin && (c->lock_waiters || (c->permit_waiters && c->nfree))) {
+			pthread_mutex_unlock(&c->mu);
+			rtrs_yield_while(c->lock_waiters ? &c->lock_waiters : &c->permit_waiters, 100000);
+			pthread_mutex_lock(&c->mu);
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -1027,7 +1096,7 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 		if (err)
 			goto fail0;
 	}
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	for (size_t i = 0; i < n; i++) {
 		err = path_start(c, &c->paths[i]);
 		if (err)
@@ -1046,7 +1115,7 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000;
 	}
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	while (!c->any_connected_before) {
 		if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
 			break;
@@ -1078,7 +1147,7 @@ void rtrs_clt_close(struct rtrs_clt *c)
 		return;
 	c->stop = 1;
 	pthread_join(c->thr, NULL);
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	c->closing = 1;
 	for (uint32_t i = 0; c->reqs && i < c->qd; i++)
 		if (c->reqs[i].state != REQ_FREE)
@@ -1112,7 +1181,7 @@ int rtrs_clt_query(struct rtrs_clt *c, struct rtrs_attrs *a)
 {
 	if (!c || !a)
 		return EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	memset(a, 0, sizeof(*a));
 	a->queue_depth = c->qd;
 	a->max_io_size = c->max_io;
@@ -1135,7 +1204,7 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 		return EINVAL;
 	for (unsigned int i = 0; i < sg_cnt; i++)
 		len += sg[i].iov_len;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	if (c->stop || c->closing) {
 		pthread_mutex_unlock(&c->mu);
 		return ENOTCONN;
@@ -1149,7 +1218,9 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 			pthread_mutex_unlock(&c->mu);
 			return c->stop ? ENOTCONN : EAGAIN;
 		}
+		c->permit_waiters++;
 		pthread_cond_wait(&c->cv, &c->mu);
+		c->permit_waiters--;
 	}
 	struct clt_req *r;
 	struct clt_path *fp = NULL;
@@ -1217,7 +1288,7 @@ int rtrs_clt_add_path(struct rtrs_clt *c, const struct rtrs_path_addr *a)
 {
 	if (!c || !a || !a->dst)
 		return EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	int slot = -1;
 	for (int i = 0; i < CLT_MAX_PATHS; i++) {
 		struct clt_path *p = &c->paths[i];
@@ -1253,7 +1324,7 @@ int rtrs_clt_remove_path(struct rtrs_clt *c, const struct rtrs_path_addr *a)
 {
 	if (!c || !a || !a->dst)
 		return EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	struct clt_path *p = NULL;
 	int others = 0;
 	for (int i = 0; i < CLT_MAX_PATHS; i++) {
@@ -1283,7 +1354,7 @@ int rtrs_clt_set_policy(struct rtrs_clt *c, enum rtrs_mp_policy policy)
 {
 	if (!c || policy > RTRS_MP_MIN_LATENCY)
 		return EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	c->o.policy = policy;
 	pthread_mutex_unlock(&c->mu);
 	return 0;
@@ -1292,7 +1363,7 @@ int rtrs_clt_set_policy(struct rtrs_clt *c, enum rtrs_mp_policy policy)
 int rtrs_clt_path_stats(struct rtrs_clt *c, struct rtrs_path_stats *out, int max)
 {
 	int k = 0;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	for (int i = 0; i < CLT_MAX_PATHS; i++) {
 		if (!c->paths[i].used)
 			continue;
@@ -1307,7 +1378,7 @@ int rtrs_clt_path_stats(struct rtrs_clt *c, struct rtrs_path_stats *out, int max
 int rtrs_clt_test_raw(struct rtrs_clt *c, uint32_t imm, const void *msg, size_t len,
 		      uint32_t chunk, uint32_t off)
 {
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	struct clt_path *p = pick_path(c, NULL);
 	if (!p || !c->nfree || len > c->chunk) {
 		pthread_mutex_unlock(&c->mu);
@@ -1335,7 +1406,7 @@ int rtrs_clt_test_force(struct rtrs_clt *c, int path, uint32_t id)
 {
 	if (path < 0 || path >= CLT_MAX_PATHS)
 		return EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	int err = id < c->qd ? 0 : EINVAL;
 	if (!err) {
 		c->force_path = path;
@@ -1349,7 +1420,7 @@ int rtrs_clt_test_key(struct rtrs_clt *c, int path, uint32_t id, uint32_t *key, 
 {
 	if (path < 0 || path >= CLT_MAX_PATHS)
 		return EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	struct clt_path *p = &c->paths[path];
 	int err = id < c->qd && p->rbufs ? 0 : ENOENT;
 	if (!err)
@@ -1364,7 +1435,7 @@ int rtrs_clt_test_write_key(struct rtrs_clt *c, int path, uint32_t id, uint32_t 
 {
 	if (path < 0 || path >= CLT_MAX_PATHS)
 		return -EINVAL;
-	pthread_mutex_lock(&c->mu);
+	clt_lock(c);
 	struct clt_path *p = &c->paths[path];
 	if (!path_usable(p) || !c->nfree || id >= c->qd || len > c->chunk ||
 	    off > c->chunk - len) {
@@ -1387,7 +1458,7 @@ int rtrs_clt_test_write_key(struct rtrs_clt *c, int path, uint32_t id, uint32_t 
 	for (int waited = 0; c->test_status < 0 && waited < timeout_ms; waited += 10) {
 		pthread_mutex_unlock(&c->mu);
 		usleep(10000);
-		pthread_mutex_lock(&c->mu);
+		clt_lock(c);
 	}
 	int st = c->test_status;
 	pthread_mutex_unlock(&c->mu);

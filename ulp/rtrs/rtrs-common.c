@@ -2,6 +2,8 @@
 /* Addresses and the counters file, shared by the RTRS client and server. */
 #include "rtrs-common.h"
 
+#include <sched.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -115,4 +117,22 @@ void rtrs_stats_write(const char *dir, const char *kind, const char *name,
 	}
 	fclose(f);
 	rename(tmp, path);
+}
+int rtrs_poll_us_default(void)
+{
+	const char *e = getenv("RTRS_POLL_US");
+	if (e && *e) {
+		char *end;
+		long v = strtol(e, &end, 10);
+		if (!*end && v >= -1 && v <= 1000000)
+			return (int)v;
+	}
+	return RTRS_POLL_US_DEFAULT;
+}
+
+void rtrs_yield_while(volatile int *waiters, uint64_t ns)
+{
+	uint64_t t0 = rtrs_now_ns();
+	while (__atomic_load_n(waiters, __ATOMIC_ACQUIRE) > 0 && rtrs_now_ns() - t0 < ns)
+		sched_yield();
 }

@@ -32,6 +32,53 @@ static inline uint64_t rtrs_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The poll_us default of both sides' options: RTRS_POLL_US_DEFAULT, or $RTRS_POLL_US (-1..1000000). */
+int rtrs_poll_us_default(void);
+
+/* Spin for up to ns nanoseconds while cond holds, yielding the CPU. For the event thread, which
+ * keeps its lock while it polls: it steps aside for a moment while another thread waits for the
+ * lock (cond), so a busy session does not starve its submitters. */
+void rtrs_yield_while(volatile int *waiters, uint64_t ns);
+
+/* Polling on a shared CPU: a thread that spins while the CPU is contended is preempted
+ * mid-spin and the packets it would have taken wait for it (softrdma's progress thread leaves
+ * the socket to an application that polls), whereas a sleeping thread is woken at once. So a
+ * polling loop measures, over each stretch of polling of at least 2 ms, the share of the
+ * time its thread was on a CPU; below a half, it stops polling for RTRS_SPIN_BACKOFF_NS
+ * (sleeps on its fds after each pass, as with poll_us 0), then tries again. */
+#define RTRS_SPIN_BACKOFF_NS 100000000ull
+struct rtrs_spin {
+	uint64_t win_wall, win_cpu;	/* start of the current stretch (0: none) */
+	uint64_t backoff_until;
+	uint64_t backoffs;
+};
+static inline uint64_t rtrs_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+/* While polling, about every millisecond. */
+static inline void rtrs_spin_check(struct rtrs_spin *s, uint64_t now)
+{
+	uint64_t cpu = rtrs_thread_cpu_ns();
+
+	if (!s->win_wall) {
+		s->win_wall = now;
+		s->win_cpu = cpu;
+		return;
+	}
+	if (now - s->win_wall < 2000000ull)
+		return;
+	if ((cpu - s->win_cpu) * 2 < now - s->win_wall) {
+		s->backoff_until = now + RTRS_SPIN_BACKOFF_NS;
+		s->backoffs++;
+	}
+	s->win_wall = now;
+	s->win_cpu = cpu;
+}
+
 /* "HOST:PORT", "[V6]:PORT", ":PORT", "HOST" -> sockaddr (numeric or resolved). */
 int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive);
 void rtrs_addr_str(const struct sockaddr *sa, char *buf, size_t len);

@@ -118,7 +118,18 @@ struct rtrs_srv_ctx {
 	struct rtrs_srv_op *respq, *respq_tail;
 	struct srv_sess *graveyard;
 	volatile int stop;
+	int sleeping;	/* the event thread sleeps in poll(): an answer queued must wake it */
+	volatile int lock_waiters;	/* threads in srv_lock (answers from the user's threads) */
 };
+
+/* The lock, from the API (not the event thread): counted, so that the event thread, which
+ * holds it while it polls, lets go for a moment. */
+static void srv_lock(struct rtrs_srv_ctx *c)
+{
+	__atomic_add_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_lock(&c->mu);
+	__atomic_sub_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+}
 
 void rtrs_srv_opts_init(struct rtrs_srv_opts *o)
 {
@@ -130,6 +141,7 @@ void rtrs_srv_opts_init(struct rtrs_srv_opts *o)
 	o->always_invalidate = 1;
 	o->hb_interval_ms = RTRS_HB_INTERVAL_MS;
 	o->hb_missed_max = RTRS_HB_MISSED_MAX;
+	o->poll_us = rtrs_poll_us_default();
 }
 
 static struct ibv_comp_channel *ctx_cch(struct rtrs_srv_ctx *c, struct ibv_context *dev)
@@ -389,7 +401,7 @@ int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 	struct srv_sess *s = op->sess;	/* kept until this op is through op_answer */
 	struct rtrs_srv_ctx *c;
 	c = s->ctx;
-	pthread_mutex_lock(&c->mu);
+	srv_lock(c);
 	if (op->answered) {
 		pthread_mutex_unlock(&c->mu);
 		return EINVAL;
@@ -403,9 +415,10 @@ int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 	else
 		c->respq = op;
 	c->respq_tail = op;
+	int wake = c->sleeping;	/* a polling loop takes the queue without being woken */
 	pthread_mutex_unlock(&c->mu);
 	uint64_t one = 1;
-	if (write(c->efd, &one, sizeof(one)) < 0) {
+	if (wake && write(c->efd, &one, sizeof(one)) < 0) {
 		/* the loop also drains the queue on its tick */
 	}
 	return ret;
@@ -545,13 +558,14 @@ static void send_hb_ack(struct srv_con *con)
 }
 
 /* Under c->mu. */
-static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
+static int poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 {
 	struct ibv_wc wc[16];
-	int n;
+	int n, got = 0;
 	struct srv_path *p = con->path;
 
 	while (con->cq && (n = ibv_poll_cq(con->cq, 16, wc)) > 0) {
+		got += n;
 		for (int i = 0; i < n; i++) {
 			if (p->closing)
 				break;
@@ -578,7 +592,7 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 				if (handle_io_req(c, con, p->inv_payload[id]))
 					CLOSING(p);
 				if (!path_of(c, p))
-					return;
+					return got;
 				continue;
 			}
 			if (!(wc[i].opcode & IBV_WC_RECV))
@@ -613,7 +627,7 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 							pthread_mutex_lock(&c->mu);
 						}
 						if (!path_of(c, p))
-							return;
+							return got;
 						if (r) {
 							CLOSING(p);
 							break;
@@ -630,11 +644,12 @@ static void poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 			if (!p->closing && post_recv(con, (unsigned int)wc[i].wr_id))
 				CLOSING(p);
 			if (!path_of(c, p))
-				return;
+				return got;
 		}
 		if (p->closing)
 			break;
 	}
+	return got;
 }
 
 static struct srv_sess *sess_get(struct rtrs_srv_ctx *c, const uint8_t *uuid)
@@ -813,93 +828,154 @@ fail_noid:
 	path_close(c, p);
 }
 
+/* Under c->mu: asks for an event at the next completion of every CQ (before a sleep). */
+static void srv_arm_all(struct rtrs_srv_ctx *c)
+{
+	for (struct srv_sess *s = c->sessions; s; s = s->next)
+		for (struct srv_path *p = s->paths; p; p = p->next)
+			for (unsigned int k = 0; k < p->cid_num; k++)
+				if (p->cons[k].cq)
+					ibv_req_notify_cq(p->cons[k].cq, 0);
+}
+
+/* Under c->mu: polls every CQ, closes closing and silent paths. Returns the completions. */
+static int srv_pass(struct rtrs_srv_ctx *c)
+{
+	uint64_t now = rtrs_now_ns();
+	uint64_t dead_ns = (uint64_t)c->o.hb_interval_ms * 1000000ull * (c->o.hb_missed_max + 1);
+	int got = 0;
+
+	/* a path closed (and perhaps its session freed) restarts the walk: nothing of the
+	 * lists is touched after it (ASan found the session's next read after its free) */
+rescan:
+	for (struct srv_sess *s = c->sessions; s; s = s->next)
+		for (struct srv_path *p = s->paths; p; p = p->next) {
+			for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
+				if (p->cons[k].cq)
+					got += poll_con(c, &p->cons[k]);
+			if (!path_of(c, p))
+				goto rescan;
+			if (p->connected && now > p->last_rx_ns && now - p->last_rx_ns > dead_ns)
+				CLOSING(p);
+			if (p->closing) {
+				path_close(c, p);
+				goto rescan;
+			}
+		}
+	return got;
+}
+
+/*
+ * The context's thread. As the client's (rtrs-clt.c, clt_thread): it polls every CQ while
+ * completions come and for o.poll_us after the last one, then arms the CQs and sleeps in
+ * poll() on the completion channels, the CM channel and the eventfd (which an answer from
+ * another thread writes only while the thread sleeps). While polling it looks at the fds
+ * every millisecond and steps aside when another thread waits for the lock.
+ */
 static void *srv_thread(void *arg)
 {
 	struct rtrs_srv_ctx *c = arg;
-	uint64_t last_stats = 0;
+	uint64_t last_stats = 0, last_fds = 0, busy_until = 0;
+	int64_t spin_ns = c->o.poll_us < 0 ? -1 : (int64_t)c->o.poll_us * 1000;
+	struct rtrs_spin sp = { 0 };
 
+	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		struct pollfd pf[2 + 8];
-		int n = 0;
-		pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
-		pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
-		pthread_mutex_lock(&c->mu);
-		int ncch = c->ncch;
-		for (int i = 0; i < ncch; i++)
-			pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
-		pthread_mutex_unlock(&c->mu);
-		poll(pf, (nfds_t)n, 100);
-		pthread_mutex_lock(&c->mu);
-		if (pf[0].revents & POLLIN) {
-			struct rdma_cm_event *ev;
-			while (!rdma_get_cm_event(c->ech, &ev)) {
-				struct rdma_cm_event e = *ev;
-				char pd[256];
-				size_t plen = ev->param.conn.private_data_len;
-				if (plen > sizeof(pd))
-					plen = sizeof(pd);
-				if (ev->param.conn.private_data)
-					memcpy(pd, ev->param.conn.private_data, plen);
-				else
-					plen = 0;
-				rdma_ack_cm_event(ev);
-				struct srv_con *con = e.id->context;
-				if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-					on_connect_request(c, e.id, pd, plen);
-				} else if (con && con->id == e.id) {
-					struct srv_path *p = con->path;
-					if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
-						con->established = 1;
-						if (p->mw && con->cid && post_first_binds(p, con))
-							CLOSING(p);
-						if (++p->nest == p->cid_num) {
-							p->connected = 1;
-							p->st.state = RTRS_PATH_CONNECTED;
-							rtrs_addr_str(rdma_get_local_addr(e.id), p->st.src, sizeof(p->st.src));
-							rtrs_addr_str(rdma_get_peer_addr(e.id), p->st.dst, sizeof(p->st.dst));
-							struct srv_sess *s = p->sess;
-							if (0) {
-								s->up = 1;
-								int r = 0;
-								if (c->ops.link_ev) {
-									pthread_mutex_unlock(&c->mu);
-									r = c->ops.link_ev((struct rtrs_srv_sess *)s,
-											   RTRS_SRV_LINK_EV_CONNECTED, c->o.priv);
-									pthread_mutex_lock(&c->mu);
+		uint64_t now = rtrs_now_ns();
+		int spin = spin_ns < 0 || (spin_ns > 0 && now < busy_until && now >= sp.backoff_until);
+		if (spin && spin_ns > 0 && now - last_fds >= 1000000ull)
+			rtrs_spin_check(&sp, now);	/* may start a back-off: polls once more */
+		if (!spin)
+			sp.win_wall = 0;
+		int got = 0;
+		if (!spin || now - last_fds >= 1000000ull) {
+			int timeout = 0;
+			if (!spin) {
+				/* arm, then look once more: what completed before the arm
+				 * made no event */
+				srv_arm_all(c);
+				got += srv_pass(c);
+				if (!got && !c->respq)
+					timeout = 100;
+			}
+			struct pollfd pf[2 + 8];
+			int n = 0;
+			pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
+			pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
+			int ncch = c->ncch;
+			for (int i = 0; i < ncch; i++)
+				pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
+			c->sleeping = timeout > 0;
+			pthread_mutex_unlock(&c->mu);
+			poll(pf, (nfds_t)n, timeout);
+			pthread_mutex_lock(&c->mu);
+			c->sleeping = 0;
+			last_fds = rtrs_now_ns();
+			if (pf[0].revents & POLLIN) {
+				struct rdma_cm_event *ev;
+				while (!rdma_get_cm_event(c->ech, &ev)) {
+					struct rdma_cm_event e = *ev;
+					char pd[256];
+					size_t plen = ev->param.conn.private_data_len;
+					if (plen > sizeof(pd))
+						plen = sizeof(pd);
+					if (ev->param.conn.private_data)
+						memcpy(pd, ev->param.conn.private_data, plen);
+					else
+						plen = 0;
+					rdma_ack_cm_event(ev);
+					struct srv_con *con = e.id->context;
+					if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+						on_connect_request(c, e.id, pd, plen);
+					} else if (con && con->id == e.id) {
+						struct srv_path *p = con->path;
+						if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
+							con->established = 1;
+							if (p->mw && con->cid && post_first_binds(p, con))
+								CLOSING(p);
+							if (++p->nest == p->cid_num) {
+								p->connected = 1;
+								p->st.state = RTRS_PATH_CONNECTED;
+								rtrs_addr_str(rdma_get_local_addr(e.id), p->st.src, sizeof(p->st.src));
+								rtrs_addr_str(rdma_get_peer_addr(e.id), p->st.dst, sizeof(p->st.dst));
+								struct srv_sess *s = p->sess;
+								if (0) {
+									s->up = 1;
+									int r = 0;
+									if (c->ops.link_ev) {
+										pthread_mutex_unlock(&c->mu);
+										r = c->ops.link_ev((struct rtrs_srv_sess *)s,
+												   RTRS_SRV_LINK_EV_CONNECTED, c->o.priv);
+										pthread_mutex_lock(&c->mu);
+									}
+									if (r && path_of(c, p))
+										CLOSING(p);
 								}
-								if (r && path_of(c, p))
-									CLOSING(p);
 							}
+						} else if (e.event == RDMA_CM_EVENT_DISCONNECTED ||
+							   e.event == RDMA_CM_EVENT_CONNECT_ERROR ||
+							   e.event == RDMA_CM_EVENT_UNREACHABLE ||
+							   e.event == RDMA_CM_EVENT_REJECTED ||
+							   e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+							CLOSING(p);
 						}
-					} else if (e.event == RDMA_CM_EVENT_DISCONNECTED ||
-						   e.event == RDMA_CM_EVENT_CONNECT_ERROR ||
-						   e.event == RDMA_CM_EVENT_UNREACHABLE ||
-						   e.event == RDMA_CM_EVENT_REJECTED ||
-						   e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-						CLOSING(p);
 					}
+					if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST || !c->ech)
+						continue;
 				}
-				if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST || !c->ech)
+			}
+			for (int i = 0; i < ncch; i++) {
+				struct ibv_cq *cq;
+				void *cctx;
+				if (!(pf[2 + i].revents & POLLIN))
 					continue;
+				while (!ibv_get_cq_event(c->cch[i], &cq, &cctx))
+					ibv_ack_cq_events(cq, 1);
 			}
-		}
-		for (int i = 0; i < ncch; i++) {
-			if (!(pf[2 + i].revents & POLLIN))
-				continue;
-			struct ibv_cq *cq;
-			void *cctx;
-			while (!ibv_get_cq_event(c->cch[i], &cq, &cctx)) {
-				ibv_ack_cq_events(cq, 1);
-				ibv_req_notify_cq(cq, 0);
-				struct srv_con *con = cctx;
-				if (con->cq == cq && path_of(c, con->path))
-					poll_con(c, con);
-				break;
-			}
-		}
-		if (pf[1].revents & POLLIN) {
-			uint64_t v;
-			if (read(c->efd, &v, sizeof(v)) < 0) {
+			if (pf[1].revents & POLLIN) {
+				uint64_t v;
+				if (read(c->efd, &v, sizeof(v)) < 0) {
+				}
 			}
 		}
 		/* answers */
@@ -909,6 +985,7 @@ static void *srv_thread(void *arg)
 			if (!c->respq)
 				c->respq_tail = NULL;
 			op_answer(c, op);
+			got++;
 		}
 		/* graveyard */
 		for (struct srv_sess **ps = &c->graveyard; *ps;) {
@@ -922,27 +999,10 @@ static void *srv_thread(void *arg)
 				ps = &s->next;
 			}
 		}
-		/* closing paths, silent paths; poll every CQ once (events may be coalesced) */
-		uint64_t now = rtrs_now_ns();
-		uint64_t dead_ns = (uint64_t)c->o.hb_interval_ms * 1000000ull *
-				   (c->o.hb_missed_max + 1);
-		/* a path closed (and perhaps its session freed) restarts the walk: nothing of the
-		 * lists is touched after it (ASan found the session's next read after its free) */
-	rescan:
-		for (struct srv_sess *s = c->sessions; s; s = s->next)
-			for (struct srv_path *p = s->paths; p; p = p->next) {
-				for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
-					if (p->cons[k].cq)
-						poll_con(c, &p->cons[k]);
-				if (!path_of(c, p))
-					goto rescan;
-				if (p->connected && now > p->last_rx_ns && now - p->last_rx_ns > dead_ns)
-					CLOSING(p);
-				if (p->closing) {
-					path_close(c, p);
-					goto rescan;
-				}
-			}
+		got += srv_pass(c);
+		if (got && spin_ns > 0)
+			busy_until = rtrs_now_ns() + (uint64_t)spin_ns;
+		now = rtrs_now_ns();
 		if (now - last_stats > 1000000000ull && c->stats_dir[0]) {
 			last_stats = now;
 			struct rtrs_path_stats st[64];
@@ -952,8 +1012,13 @@ static void *srv_thread(void *arg)
 					st[k++] = p->st;
 			rtrs_stats_write(c->stats_dir, "srv", "server", st, k);
 		}
-		pthread_mutex_unlock(&c->mu);
+		if (spin && c->lock_waiters) {
+			pthread_mutex_unlock(&c->mu);
+			rtrs_yield_while(&c->lock_waiters, 100000);
+			pthread_mutex_lock(&c->mu);
+		}
 	}
+	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }
 
@@ -1086,7 +1151,7 @@ struct rtrs_srv_sess *rtrs_srv_op_sess(struct rtrs_srv_op *op)
 int rtrs_srv_path_stats(struct rtrs_srv_ctx *c, struct rtrs_path_stats *out, int max)
 {
 	int k = 0;
-	pthread_mutex_lock(&c->mu);
+	srv_lock(c);
 	for (struct srv_sess *s = c->sessions; s; s = s->next)
 		for (struct srv_path *p = s->paths; p; p = p->next) {
 			if (k < max)

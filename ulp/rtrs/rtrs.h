@@ -110,7 +110,13 @@ struct rtrs_clt_opts {
 	const char *stats_dir;		/* counters file directory; NULL = $RTRS_STATS_DIR or none */
 	void (*link_ev)(void *priv, enum rtrs_clt_link_ev ev);	/* may be NULL */
 	void *priv;
+	int poll_us;			/* the session's thread polls its CQs this long after the
+					 * last completion before it sleeps on the completion
+					 * channel: RTRS_POLL_US_DEFAULT (or $RTRS_POLL_US);
+					 * 0 = sleep at once, -1 = busy-poll, never sleep */
 };
+
+#define RTRS_POLL_US_DEFAULT 50
 
 void rtrs_clt_opts_init(struct rtrs_clt_opts *opts);
 
@@ -214,6 +220,7 @@ struct rtrs_srv_opts {
 	unsigned int hb_missed_max;	/* 5 */
 	const char *stats_dir;		/* as the client's */
 	void *priv;			/* ctx_priv of link_ev */
+	int poll_us;			/* as the client's: RTRS_POLL_US_DEFAULT */
 };
 
 void rtrs_srv_opts_init(struct rtrs_srv_opts *opts);
