@@ -128,6 +128,16 @@ int main(void)
 		/* Stopped first, so that it cannot acknowledge what follows (on loopback it would
 		 * take all 2 MiB before the kill lands), then killed with the WRITEs in flight. */
 		CHECK_EQ(kill(child.pid, SIGSTOP), 0);
+		/* kill() returns before the stop has taken effect: one thread of the peer takes
+		 * the signal and stops the others when it next runs, and until then the peer's
+		 * progress thread still acknowledges what arrives (seen in build-san at load 20:
+		 * the first of the 8 WRITEs acknowledged). Wait until the whole peer has stopped. */
+		{
+			int st = 0;
+
+			CHECK_EQ(waitpid(child.pid, &st, WUNTRACED), child.pid);
+			CHECK(WIFSTOPPED(st));
+		}
 		for (uint32_t i = 0; i < 8; i++)
 			CHECK_EQ(vu_post_rdma(qp, 200 + i, IBV_WR_RDMA_WRITE, buf.mr, buf.p, CHUNK,
 					      them.addr + i * CHUNK, them.rkey, IBV_SEND_SIGNALED), 0);
