@@ -239,7 +239,9 @@ static void check_ids(void)
 				forbidden(id, "rdma_cm ESTABLISHED, the IB CM not");
 			break;
 		case CM_REQ_SENT:
-			if (s != IBCM_REQ_SENT && s != IBCM_MRA_REQ_RCVD)
+			/* (or still asking another process of this host for its QP1's GID) */
+			if (s != IBCM_REQ_SENT && s != IBCM_MRA_REQ_RCVD &&
+			    !(id->ib_resolving && s == IBCM_IDLE))
 				forbidden(id, "rdma_cm REQ_SENT, the IB CM not waiting for a REP");
 			break;
 		case CM_REQ_RCVD:
