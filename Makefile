@@ -20,7 +20,8 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            clang libclang-rt-14-dev \
            liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf \
            ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev \
-           python3-pyverbs
+           python3-pyverbs \
+           linux-source-6.1 linux-headers-amd64 xz-utils
 
 .PHONY: all deps build build-san build-fuzz demo check test clean
 

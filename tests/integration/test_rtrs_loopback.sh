@@ -7,7 +7,8 @@
 # client's mirror, with each multipath policy; round-robin must use both paths about equally.
 # Then a hostile client (rtrs-test hostile, through a raw test hook of the library): a chunk id
 # >= the queue depth, an offset outside the chunk, a user header longer than its offset, a READ
-# descriptor longer than a chunk, a READ with no descriptor: each closes the path (the server
+# descriptor longer than a chunk, a READ with more descriptors than the server takes (none is
+# valid: the kernel's client sends RNBD's FLUSH so): each closes the path (the server
 # says which check), the client reconnects and a byte-checked WRITE+READ works after each.
 # always_invalidate (the server's default): the policy runs above are with it on, one more
 # round-robin run with it off (rtrs-test server -i 0); chunk keys renewed only when on. Then

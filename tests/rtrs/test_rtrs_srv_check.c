@@ -55,8 +55,12 @@ int main(void)
 	CHECK(!why);
 	CHECK(io.id == 2 && io.off == 4096 + 32 && io.dir == RTRS_WRITE && io.usr_len == 32 &&
 	      io.datalen == 4096);
-	REFUSED(rtrs_srv_check_io(pl(2, 4096 + 32), 0, QD, CHUNK, MAX_HDR, buf, &io),
-		"IO on the service connection");
+	/* the service connection carries IO too: the kernel's client sends RNBD's SESS_INFO, OPEN
+	 * and CLOSE there (RTRS_ADMIN_CON); the same request is read the same way */
+	why = rtrs_srv_check_io(pl(2, 4096 + 32), 0, QD, CHUNK, MAX_HDR, buf, &io);
+	CHECK(!why);
+	CHECK(io.id == 2 && io.off == 4096 + 32 && io.dir == RTRS_WRITE && io.usr_len == 32 &&
+	      io.datalen == 4096);
 	/* id 4 of 4: the payload's id bits reach past the queue depth */
 	REFUSED(rtrs_srv_check_io(pl(4, 0), 1, QD, CHUNK, MAX_HDR, buf, &io),
 		"chunk id >= queue depth");
@@ -87,8 +91,14 @@ int main(void)
 	CHECK(!why);
 	CHECK(io.dir == RTRS_READ && io.sg_cnt == 3 && io.datalen == 2048 && io.usr_len == 32 &&
 	      io.flags == RTRS_MSG_NEED_INVAL_F && io.desc[1].addr == 0x2000 && io.desc[2].len == 512);
-	put_read(1, 32, 32, 0, lens);
-	REFUSED(rtrs_srv_check_io(pl(1, 32), 2, QD, CHUNK, MAX_HDR, buf, &io), "READ descriptor count");
+	/* no descriptor: the kernel's client sends RNBD's FLUSH so (a READ that moves no data) */
+	put_read(1, 32, 32, 0, lens);		/* put_read sets NEED_INVAL */
+	REFUSED(rtrs_srv_check_io(pl(1, 32), 2, QD, CHUNK, MAX_HDR, buf, &io),
+		"READ NEED_INVAL without descriptor");
+	memset(buf + CHUNK + 32 + 4, 0, 2);	/* flags 0, as the kernel's FLUSH */
+	why = rtrs_srv_check_io(pl(1, 32), 2, QD, CHUNK, MAX_HDR, buf, &io);
+	CHECK(!why);
+	CHECK(io.dir == RTRS_READ && io.sg_cnt == 0 && io.datalen == 0 && io.usr_len == 32);
 	put_read(1, 32, 32, 9, lens);
 	REFUSED(rtrs_srv_check_io(pl(1, 32), 2, QD, CHUNK, MAX_HDR, buf, &io), "READ descriptor count");
 	put_read(1, 32, 32, 8, lens);			/* control: 8 descriptors */

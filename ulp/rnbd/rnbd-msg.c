@@ -85,7 +85,9 @@ static int parse_io(int dir, const uint8_t *u, size_t usrlen, size_t datalen, st
 			return -EINVAL;
 		break;
 	case RNBD_OP_FLUSH:
-		if (dir != RNBD_DIR_WRITE || datalen != 0 || r->bi_size != 0)
+		/* either direction: the kernel's client sends it as an RTRS READ (REQ_OP_FLUSH is
+		 * not a write: rq_data_dir), softrdma's as a WRITE; no data either way */
+		if (datalen != 0 || r->bi_size != 0)
 			return -EINVAL;
 		break;
 	default:	/* DISCARD, SECURE_ERASE, WRITE_ZEROES: a range, no data */

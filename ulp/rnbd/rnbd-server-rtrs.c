@@ -92,6 +92,8 @@ int rnbd_server_start(struct rnbd_server *srv)
 	o.priv = srv;
 	if (srv->hb_interval_ms)
 		o.hb_interval_ms = srv->hb_interval_ms;
+	if (srv->no_always_invalidate)
+		o.always_invalidate = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (srv->nlisten)
 			snprintf(addr[i], sizeof(addr[i]), "%s:%d", srv->listen_addr[i], srv->port);

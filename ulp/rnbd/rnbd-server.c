@@ -98,6 +98,8 @@ static void usage(FILE *f)
 		   "  --search-path DIR  export what is under DIR; %%SESSNAME%% in it: per session\n"
 		   "  --listen ADDR      address to listen on (repeat: one per path; default: all)\n"
 		   "  --hb-interval-ms N RTRS heartbeat interval\n"
+		   "  --always-invalidate 0|1  RTRS chunk keys renewed per request (default 1;\n"
+		   "                     0 serves the kernel's RTRS client: docs/rnbd.md)\n"
 		   "  --port PORT        RTRS port (default %d, the kernel's)\n"
 		   "  --max-io BYTES     largest IO (default: the transport's)\n"
 		   "  --stats FILE       counters, rewritten every second\n", RNBD_RTRS_PORT);
@@ -109,13 +111,14 @@ int main(int argc, char **argv)
 		{ "search-path", required_argument, 0, 's' }, { "listen", required_argument, 0, 'l' },
 		{ "port", required_argument, 0, 'p' }, { "max-io", required_argument, 0, 'm' },
 		{ "queue-depth", required_argument, 0, 'q' }, { "stats", required_argument, 0, 'S' },
-		{ "no-direct", no_argument, 0, 'D' }, { "hb-interval-ms", required_argument, 0, 'H' }, { "help", no_argument, 0, 'h' }, { 0 } };
+		{ "no-direct", no_argument, 0, 'D' }, { "hb-interval-ms", required_argument, 0, 'H' },
+		{ "always-invalidate", required_argument, 0, 'A' }, { "help", no_argument, 0, 'h' }, { 0 } };
 	struct rnbd_store_opts so = { 0 };
 	int c, rc;
 
 	S.port = RNBD_RTRS_PORT;
 	pthread_mutex_init(&S.lock, NULL);
-	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:A:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': so.search_path = optarg; break;
 		case 'l':
@@ -126,6 +129,13 @@ int main(int argc, char **argv)
 			S.listen_addr[S.nlisten++] = optarg;
 			break;
 		case 'H': S.hb_interval_ms = atoi(optarg); break;
+		case 'A':
+			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
+				fprintf(stderr, "rnbd-server: --always-invalidate takes 0 or 1\n");
+				return 2;
+			}
+			S.no_always_invalidate = !strcmp(optarg, "0");
+			break;
 		case 'p': S.port = atoi(optarg); break;
 		case 'm': S.max_io = strtoul(optarg, NULL, 0); break;
 		case 'q': so.queue_depth = atoi(optarg); break;

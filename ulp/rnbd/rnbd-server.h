@@ -15,6 +15,7 @@ struct rnbd_server {
 	const char *listen_addr[8];
 	unsigned nlisten;
 	unsigned hb_interval_ms;
+	int no_always_invalidate;	/* --always-invalidate 0 (the RTRS default is 1) */
 	int port;
 	uint32_t max_io;
 	const char *stats_file;

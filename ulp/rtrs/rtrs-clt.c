@@ -302,7 +302,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 			      &p->cons[1 + (p->rr++ % (p->cid_num - 1))];
 	char *data = c->data + (size_t)r->id * c->chunk;
 	struct ibv_sge sge;
-	uint32_t off;
+	uint32_t off, rdma_off = 0;	/* rdma_off: where in the chunk the WRITE lands */
 	struct ibv_send_wr pre[2], *head = NULL;
 	uint32_t nk = 0;	/* the READ window's new key, kept only once posted */
 	int win = 0;
@@ -357,8 +357,12 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 		}
 		memcpy(m + r->usr_len, &rd, sizeof(rd));
 		memcpy(m + r->usr_len + sizeof(rd), &d, sizeof(d));
-		off = r->usr_len;
-		sge = (struct ibv_sge){ (uintptr_t)m, off + (uint32_t)(sizeof(rd) + sizeof(d)),
+		/* as the kernel's client: [user header][trailer][descriptor] go into the chunk
+		 * after room for the data, off = len + usr_len; the kernel's server takes the READ
+		 * length from off - usr_len (process_read), not from the descriptors */
+		off = r->len + r->usr_len;
+		rdma_off = r->len;
+		sge = (struct ibv_sge){ (uintptr_t)m, r->usr_len + (uint32_t)(sizeof(rd) + sizeof(d)),
 					p->msg_mr->lkey };
 		p->st.reqs_read++;
 		p->st.bytes_read += r->len;
@@ -367,7 +371,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
-	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr;
+	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr + rdma_off;
 	wr.wr.rdma.rkey = p->rbufs[r->id].key;
 	head = rtrs_wr_append(head, &wr);
 	int rc = ibv_post_send(con->qp, head, &bad);

@@ -38,8 +38,10 @@ const char *rtrs_srv_check_io(uint32_t payload, unsigned int cid, uint32_t qd, u
 	uint32_t id = payload >> mem_bits, off = payload & ((1u << mem_bits) - 1);
 
 	memset(io, 0, sizeof(*io));
-	if (cid == 0)
-		return "IO on the service connection";
+	/* any connection: the kernel's client sends its user (admin) messages, RNBD's SESS_INFO,
+	 * OPEN and CLOSE, as IO on the service connection (cid 0, RTRS_ADMIN_CON), and the
+	 * kernel's server takes IO there (post_recv_path posts IO receives on every connection) */
+	(void)cid;
 	if (id >= qd)
 		return "chunk id >= queue depth";
 	if ((uint64_t)off + sizeof(struct rtrs_msg_rdma_write) > chunk)
@@ -66,7 +68,11 @@ const char *rtrs_srv_check_io(uint32_t payload, unsigned int cid, uint32_t qd, u
 	if ((uint64_t)off + sizeof(rd) > chunk)
 		return "READ trailer outside the chunk";
 	memcpy(&rd, c + off, sizeof(rd));
-	if (rd.sg_cnt < 1 || rd.sg_cnt > RTRS_SRV_MAX_DESC ||
+	/* no descriptor: a READ that moves no data, as the kernel's client sends RNBD's FLUSH
+	 * (REQ_OP_FLUSH is not a write); the kernel's server answers it without an RDMA WRITE */
+	if (rd.sg_cnt == 0 && (rd.flags & RTRS_MSG_NEED_INVAL_F))
+		return "READ NEED_INVAL without descriptor";
+	if (rd.sg_cnt > RTRS_SRV_MAX_DESC ||
 	    (uint64_t)off + sizeof(rd) + (uint64_t)rd.sg_cnt * sizeof(struct rtrs_sg_desc) > chunk)
 		return "READ descriptor count";
 	memcpy(io->desc, c + off + sizeof(rd), (size_t)rd.sg_cnt * sizeof(struct rtrs_sg_desc));

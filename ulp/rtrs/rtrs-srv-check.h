@@ -36,8 +36,8 @@ struct rtrs_srv_io {
 };
 
 /*
- * The IO_REQ immediate payload of a request on connection cid (0 = the service connection) of
- * a session of qd chunks of chunk bytes each at buf, max_hdr_size its user header limit.
+ * The IO_REQ immediate payload of a request on connection cid (any: 0, the service connection,
+ * carries the kernel client's admin requests, RNBD's SESS_INFO/OPEN/CLOSE) of a session of qd chunks of chunk bytes each at buf, max_hdr_size its user header limit.
  * Returns NULL (io filled, from copies of what the chunk held: the client may rewrite the chunk
  * meanwhile) or why the request is refused (the server then closes the path).
  */

@@ -18,6 +18,7 @@
  */
 #include "rtrs.h"
 #include "rtrs-common.h"
+#include "rtrs-srv-check.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -427,8 +428,8 @@ static int hostile(int argc, char **argv)
 	cases[nc] = (typeof(cases[0])){ "descriptor length", 0, 0, {0}, sizeof(rd) + sizeof(d) };
 	memcpy(cases[nc].msg, &rd, sizeof(rd));
 	memcpy(cases[nc++].msg + sizeof(rd), &d, sizeof(d));
-	/* 5. READ descriptor count 0 */
-	rd.sg_cnt = 0;
+	/* 5. READ descriptor count above the server's limit (0 is the kernel's FLUSH: valid) */
+	rd.sg_cnt = RTRS_SRV_MAX_DESC + 1;
 	cases[nc] = (typeof(cases[0])){ "descriptor count", 0, 0, {0}, sizeof(rd) };
 	memcpy(cases[nc++].msg, &rd, sizeof(rd));
 	char *buf = malloc(65536), *back = malloc(65536);
