@@ -43,7 +43,7 @@ KVER=${K#/boot/vmlinuz-}
 KMOD=$SR_BUILD_DIR/rnbd-kmod/$KVER
 
 t=$(date +%s.%N)
-timeout 900 "$HERE/build-rnbd-modules.sh" "$KMOD" "$KVER" >"$SR_TMP/build-modules.out" 2>&1
+timeout 600 "$HERE/build-rnbd-modules.sh" "$KMOD" "$KVER" >"$SR_TMP/build-modules.out" 2>&1
 rc=$?
 cat "$SR_TMP/build-modules.out"
 [ "$rc" != 2 ] || sr_skip "the kernel's RTRS/RNBD modules cannot be built here: $(tail -n1 "$SR_TMP/build-modules.out")"
