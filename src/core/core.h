@@ -612,6 +612,7 @@ struct sr_res {			/* responder resource: a READ or ATOMIC to replay on duplicate
 	uint64_t va;
 	uint32_t rkey;
 	uint32_t length;
+	uint32_t seg;			/* READ: payload of each response (path MTU or large) */
 	uint64_t orig;			/* ATOMIC: the value returned */
 	uint8_t status;			/* ATOMIC: the AETH syndrome it was answered with */
 };

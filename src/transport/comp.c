@@ -326,11 +326,12 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	k = (uint32_t)sr_psn_diff(pkt->psn, w->first_psn);
-	off = k * qp->mtu;
-	expect = w->length - off < qp->mtu ? w->length - off : qp->mtu;
+	off = k * w->seg;
+	expect = w->length - off < w->seg ? w->length - off : w->seg;
 	/* A response sequence may restart (FIRST) at any PSN a retried request asked from, but it
 	 * ends (LAST/ONLY) exactly where the request asked for ends -- the end of the piece of the
-	 * READ it was (req.c) -- and every packet before the last is a full MTU (IBA 9.7.5.1.3). */
+	 * READ it was (req.c) -- and every packet before the last is a full MTU (IBA 9.7.5.1.3), or a
+	 * full segment of a READ that asked for large ones (req_seg). */
 	bool is_last = pkt->mask & SR_M_END;
 
 	if (is_last != (pkt->psn == w->rd_end_psn) || pkt->paylen != expect) {

@@ -69,7 +69,7 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 			room = SR_READ_PIECE_MIN;
 		w->rd_end_psn = sr_psn_add(psn, (int32_t)(left < room ? left : room) - 1);
 	}
-	end = ((uint32_t)sr_psn_diff(w->rd_end_psn, w->first_psn) + 1) * qp->mtu;
+	end = ((uint32_t)sr_psn_diff(w->rd_end_psn, w->first_psn) + 1) * w->seg;
 	return end < w->length ? end : w->length;
 }
 
@@ -162,6 +162,8 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
+	if (w->opcode == IBV_WR_RDMA_READ && w->seg > qp->mtu)
+		sr_bth_set_sr_rdseg((struct sr_bth *)hdr);	/* responses in w->seg (req_seg) */
 	if (oi->mask & SR_M_XRCETH)
 		sr_xrceth_build((struct sr_xrceth *)(hdr + oi->offset[SR_H_XRCETH]), w->xrc_srqn);
 	if (oi->mask & SR_M_DETH) {
@@ -225,15 +227,18 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
  * The payload of each packet of WQE w, fixed when it starts: the QP's MTU (the path MTU, or
  * the segment rdma_cm agreed), or on an RC/UC connection with a 4096-byte path MTU that
  * rdma_cm did not set up, the largest segment both NICs take, once the peer has offered it
- * in its packets (BTH resv6; param seg_inband). READ responses keep the MTU: the responder
- * cuts them and both sides count their PSNs alike. Its first packet may go at the path MTU
- * before any packet of the peer was seen: the offer is per message, never mid-message.
+ * in its packets (BTH resv6; param seg_inband). A READ asks for its responses in that
+ * segment (BTH SR_BTH_SR_RDSEG: the responder cuts them at min(our offer, its seg_max), which
+ * is the same value, and counts their PSNs alike); an RC READ is the one way a packet from
+ * the peer carries this side's data, so UCX's and MPI's rendezvous (RDMA READ) gets large
+ * packets too. Its first packet may go at the path MTU before any packet of the peer was
+ * seen: the offer is per message, never mid-message.
  */
 static uint32_t req_seg(struct sr_qp *qp, const struct sr_swqe *w)
 {
 	uint32_t s = qp->peer_seg < qp->nic->seg_max ? qp->peer_seg : qp->nic->seg_max;
 
-	if (w->opcode == IBV_WR_RDMA_READ || sr_op_is_one_pkt(w->opcode) || qp->seg ||
+	if (sr_op_is_one_pkt(w->opcode) || qp->seg ||
 	    (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) ||
 	    qp->attr.path_mtu != IBV_MTU_4096 || !sr_params()->seg_inband || s <= qp->mtu)
 		return qp->mtu;

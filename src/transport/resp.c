@@ -614,16 +614,16 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
  * timeout.
  */
 static enum rsp read_respond(struct sr_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
-			     uint32_t len, uint32_t req_psn)
+			     uint32_t len, uint32_t req_psn, uint32_t seg)
 {
 	struct sr_acc a = sr_acc_resp(qp, req_psn, true);
-	uint32_t n = sr_npkts(len, qp->mtu);
+	uint32_t n = sr_npkts(len, seg);
 	enum rsp ret = RSP_DONE;
 
 	sr_net_batch_begin();
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t off = i * qp->mtu;
-		uint32_t plen = len - off < qp->mtu ? len - off : qp->mtu;
+		uint32_t off = i * seg;
+		uint32_t plen = len - off < seg ? len - off : seg;
 		uint8_t op = n == 1 ? SR_OP_READ_RESP_ONLY : i == 0 ? SR_OP_READ_RESP_FIRST
 			   : i == n - 1 ? SR_OP_READ_RESP_LAST : SR_OP_READ_RESP_MIDDLE;
 		struct iovec iov[SR_PKT_IOV];
@@ -656,6 +656,26 @@ static struct sr_res *res_new(struct sr_qp *qp)
 	return r;
 }
 
+/*
+ * The payload of each response to READ request pkt: the path MTU, or the large segment a
+ * softrdma requester asked for (SR_BTH_SR_RDSEG: min(its offer, our seg_max), which is what
+ * its req_seg chose from our offer); 0 when it asks for one this QP cannot give.
+ */
+static uint32_t read_seg(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	const struct sr_bth *bth = sr_pkt_bth(pkt);
+	uint32_t s = sr_bth_sr_seg(bth);
+
+	if (!sr_bth_sr_rdseg(bth))
+		return qp->mtu;
+	if (s > qp->nic->seg_max)
+		s = qp->nic->seg_max;
+	if (qp->seg || qp->type != IBV_QPT_RC || qp->attr.path_mtu != IBV_MTU_4096 ||
+	    s <= qp->mtu)
+		return 0;
+	return s;
+}
+
 static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_reth *reth = sr_pkt_h(pkt, SR_H_RETH);
@@ -665,7 +685,9 @@ static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
 	struct sr_mr *mr;
 	struct sr_res *r;
 
-	if (len > SR_MAX_MSG_SIZE)
+	uint32_t seg = read_seg(qp, pkt);
+
+	if (len > SR_MAX_MSG_SIZE || !seg)
 		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
 	if (len) {
 		struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
@@ -679,13 +701,14 @@ static enum rsp do_read(struct sr_qp *qp, struct sr_pkt *pkt)
 	r = res_new(qp);
 	r->type = SR_RES_READ;
 	r->first_psn = pkt->psn;
-	r->last_psn = sr_psn_add(pkt->psn, (int32_t)sr_npkts(len, qp->mtu) - 1);
+	r->last_psn = sr_psn_add(pkt->psn, (int32_t)sr_npkts(len, seg) - 1);
 	r->va = va;
 	r->rkey = rkey;
 	r->length = len;
+	r->seg = seg;
 	qp->resp.msn++;
 	qp->resp.epsn = sr_psn_next(r->last_psn);
-	return read_respond(qp, pkt->psn, va, rkey, len, pkt->psn);
+	return read_respond(qp, pkt->psn, va, rkey, len, pkt->psn, seg);
 }
 
 static enum rsp do_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
@@ -831,10 +854,10 @@ static void rc_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
 			uint32_t len = sr_reth_len(reth);
 
 			/* Only what the original asked for, from where the retry resumes. */
-			if (sr_reth_rkey(reth) != r->rkey || va != r->va + (uint64_t)k * qp->mtu ||
-			    (uint64_t)len + (uint64_t)k * qp->mtu != r->length)
+			if (sr_reth_rkey(reth) != r->rkey || va != r->va + (uint64_t)k * r->seg ||
+			    (uint64_t)len + (uint64_t)k * r->seg != r->length || read_seg(qp, pkt) != r->seg)
 				break;
-			read_respond(qp, pkt->psn, va, r->rkey, len, r->first_psn);
+			read_respond(qp, pkt->psn, va, r->rkey, len, r->first_psn, r->seg);
 			return;
 		}
 		if ((pkt->mask & (SR_M_ATOMIC_WRITE | SR_M_FLUSH)) && r->type == SR_RES_EMPTY &&

@@ -68,6 +68,11 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
 #define SR_BTH_SR_MARK 0x20u		/* in byte 4 */
 #define SR_BTH_SR_UNITS 0x1fu
 #define SR_BTH_ACKREQ 0x80000000u
+/* softrdma's own use of one bit of BTH resv7 (after AckReq): a READ request from a softrdma
+ * requester (marked, above) whose responses are to come in large segments: min(the offer in
+ * this request's byte 4, the responder's own seg_max) bytes each instead of the path MTU
+ * (docs/cm.md, In-band large segments). Sent as 0 otherwise; the ICRC covers it. */
+#define SR_BTH_SR_RDSEG 0x40000000u
 #define SR_BTH_PSN_MASK 0x00ffffffu
 #define SR_DEFAULT_PKEY 0xffff
 #define SR_QPN_MULTICAST 0xffffff
@@ -82,6 +87,7 @@ static inline uint32_t sr_bth_qpn(const struct sr_bth *b) { return sr_ld_be32(b-
 static inline bool sr_bth_fecn(const struct sr_bth *b) { return sr_ld_be32(b->qpn) & SR_BTH_FECN; }
 static inline bool sr_bth_becn(const struct sr_bth *b) { return sr_ld_be32(b->qpn) & SR_BTH_BECN; }
 static inline bool sr_bth_ackreq(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_ACKREQ; }
+static inline bool sr_bth_sr_rdseg(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_SR_RDSEG; }
 static inline uint32_t sr_bth_psn(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_PSN_MASK; }
 static inline bool sr_bth_sr_marked(const struct sr_bth *b) { return b->qpn[0] & SR_BTH_SR_MARK; }
 /* The payload a softrdma sender's NIC takes (bytes; 0: unmarked or nothing beyond the MTU). */
@@ -103,11 +109,17 @@ static inline void sr_bth_build(struct sr_bth *b, uint8_t opcode, bool se, bool 
 }
 static inline void sr_bth_set_psn(struct sr_bth *b, uint32_t psn)
 {
-	sr_st_be32(b->apsn, (sr_ld_be32(b->apsn) & SR_BTH_ACKREQ) | (psn & SR_BTH_PSN_MASK));
+	sr_st_be32(b->apsn, (sr_ld_be32(b->apsn) & (SR_BTH_ACKREQ | SR_BTH_SR_RDSEG)) |
+				    (psn & SR_BTH_PSN_MASK));
 }
 static inline void sr_bth_set_ackreq(struct sr_bth *b, bool ackreq)
 {
-	sr_st_be32(b->apsn, (ackreq ? SR_BTH_ACKREQ : 0) | sr_bth_psn(b));
+	sr_st_be32(b->apsn, (ackreq ? SR_BTH_ACKREQ : 0) | (sr_ld_be32(b->apsn) & SR_BTH_SR_RDSEG) |
+				    sr_bth_psn(b));
+}
+static inline void sr_bth_set_sr_rdseg(struct sr_bth *b)
+{
+	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_RDSEG);
 }
 
 /* ---- RETH: RDMA Extended Transport Header (9.3.3) -------------------------------------- */

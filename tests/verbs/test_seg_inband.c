@@ -6,7 +6,9 @@
  *  - the first 1 MiB SEND, before any packet of the peer was seen, goes at 4096 bytes per
  *    packet; the next ones at the loopback segment (61440: 18 packets), data intact;
  *  - the same for WRITE (with the same-host direct path off, so that WRITE takes packets);
- *  - READ responses stay at the path MTU (both sides count their PSNs alike);
+ *  - a READ asks for its responses in the same segments (BTH resv7 bit, SR_BTH_SR_RDSEG) and
+ *    gets them: 18 packets of responses, data intact (UCX's rendezvous is a READ); a READ of
+ *    a side that has not seen the peer's offer yet still takes the path MTU;
  *  - a path MTU of 1024 gets no large segments;
  *  - with SOFTRDMA_SEG_INBAND=0 (a forked child) nothing changes size;
  *  - a large segment WRITE into a fast-registration MR whose pages are scattered (each
@@ -173,8 +175,18 @@ int main(void)
 	printf("1 MiB WRITE: %lld packets\n", (long long)n);
 	CHECK(n >= 18 && n < 40);
 	n = one_op(&p, &a, &b, IBV_WR_RDMA_READ, 4);
-	printf("1 MiB READ: %lld packets (responses at the path MTU)\n", (long long)n);
+	printf("1 MiB READ: %lld packets (request, responses in large segments)\n", (long long)n);
+	CHECK(n >= 18 && n < 40);
+	vu_pair_destroy(&p);
+
+	/* A new pair: its first operation is a READ, before either side saw the other. */
+	pair(&p, IBV_MTU_4096);
+	n = one_op(&p, &a, &b, IBV_WR_RDMA_READ, 5);
+	printf("first 1 MiB READ: %lld packets (responses at the path MTU)\n", (long long)n);
 	CHECK(n >= 256);
+	n = one_op(&p, &a, &b, IBV_WR_RDMA_READ, 6);
+	printf("second 1 MiB READ: %lld packets\n", (long long)n);
+	CHECK(n >= 18 && n < 40);
 	vu_pair_destroy(&p);
 
 	pair(&p, IBV_MTU_1024);
