@@ -629,7 +629,7 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 		/* Another process of this host connecting over the IB CM asks where the QP1 of
 		 * this port's listener is (cm_ibcm_connect): its device's GID. Only on this host:
 		 * the asker sends it to a loopback or local address only. */
-		struct cm_dev *d = s->listener ? cm_ibcm_query_dev(s, to, m.ps, m.dst_port) : NULL;
+		struct cm_dev *d = s->listener ? cm.ibcm->query_dev(s, to, m.ps, m.dst_port) : NULL;
 
 		if (d) {
 			struct cm_msg r = { .type = CM_MSG_QP1_REPLY, .dst_id = m.src_id, .ps = m.ps,
@@ -703,7 +703,7 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 		/* Its GID must be one of this host's addresses (cm_gid_matches). */
 		if (id->ib_resolving && id->state == CM_REQ_SENT && cm_gid_matches(&m.gid, from)) {
 			id->txlen = 0;
-			cm_ibcm_resolved(id, &m.gid);
+			cm.ibcm->resolved(id, &m.gid);
 		}
 		break;
 	case CM_MSG_PROBE: {
@@ -883,7 +883,7 @@ static void *cm_thread(void *arg)
 				(void)!read(cm.evfd, &v, sizeof(v));
 				continue;
 			}
-			if (cm_ibcm_event(ev[i].data.ptr))
+			if (cm.ibcm->event(ev[i].data.ptr))
 				continue;	/* CM MADs on a device's QP1 */
 			/* The socket may have been closed meanwhile by another event's handling. */
 			for (struct cm_sock *s = cm.socks; s; s = s->next) {
@@ -894,7 +894,7 @@ static void *cm_thread(void *arg)
 			}
 		}
 		timeout = (int)run_timers();
-		uint64_t ib_ms = cm_ibcm_timers();
+		uint64_t ib_ms = cm.ibcm->timers();
 
 		if (ib_ms < (uint64_t)timeout)
 			timeout = (int)ib_ms;

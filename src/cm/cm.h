@@ -181,6 +181,22 @@ struct cm_global {
 		uint64_t until_ms;
 	} tw[64];
 	unsigned tw_next;
+	/* What the CM thread and the private protocol (cm.c) have the IB CM do: ibcm/drive.c
+	 * installs it when the library is loaded, so that cm.c calls nothing of the drive by
+	 * name (docs/architecture.md, "Layers"). */
+	const struct cm_ibcm_hooks *ibcm;
+};
+
+struct cm_sock;
+struct cm_ibcm_hooks {
+	/* A device's QP1 completion event (true when `ptr` was one; drained). */
+	bool (*event)(void *ptr);
+	/* The IB CM's retransmission and time-wait timers; ms to the next. */
+	uint64_t (*timers)(void);
+	/* A QP1 QUERY (cm_ibcm_query_dev below) and the REPLY to an id's own (cm_ibcm_resolved). */
+	struct cm_dev *(*query_dev)(const struct cm_sock *s, const struct sockaddr *to,
+				    uint16_t ps, uint16_t port);
+	void (*resolved)(struct cm_id *id, const union ibv_gid *gid);
 };
 extern struct cm_global cm;
 
@@ -238,8 +254,9 @@ bool cm_port_held(uint16_t port_be, uint16_t ps);
 bool cm_ibcm_on(void);				/* the parameter says ibcm */
 bool cm_ibcm_for(const struct cm_id *id);	/* on, and id is a connected (non-UD) one */
 int cm_ibcm_open(void);				/* QP1 on every device (once) */
-bool cm_ibcm_event(void *ptr);			/* CM thread: ptr a device's QP1 event? drained */
-uint64_t cm_ibcm_timers(void);			/* CM thread: retransmissions; ms to the next */
+/* The IB CM's retransmission and time-wait timers, cm.lock held; ms to the next. The CM thread
+ * runs it as cm.ibcm->timers; fuzz/fuzz_ibcm_state.c calls it directly. */
+uint64_t cm_ibcm_timers(void);
 struct ibcm_rx;
 /* One CM MAD received on d's QP1 (decoded, with its sender's GID and an AH to answer it):
  * cm_ibcm_event's per-MAD path into the state machines, cm.lock held. A new connection takes

@@ -598,7 +598,7 @@ void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 	handle(id, &out, m);
 }
 
-bool cm_ibcm_event(void *ptr)
+static bool cm_ibcm_event(void *ptr)
 {
 	struct cm_dev *d = NULL;
 	struct ibv_cq *cq;
@@ -877,7 +877,7 @@ static int query_start(struct cm_id *id)
 	const struct sockaddr *dst = &id->id.route.addr.dst_addr;
 	struct cm_msg q = { .type = CM_MSG_QP1_QUERY, .src_id = id->local_id,
 			    .ps = (uint16_t)id->id.ps,
-			    .dst_port = ntohs(rdma_get_dst_port(&id->id)) };
+			    .dst_port = ntohs(cm_sa_port(&id->id.route.addr.dst_addr)) };
 
 	id->sock = cm_active_sock(dst->sa_family);
 	if (!id->sock)
@@ -913,7 +913,7 @@ struct cm_dev *cm_ibcm_query_dev(const struct cm_sock *s, const struct sockaddr 
 	if (!cm_ibcm_on() || cm_ibcm_open())
 		return NULL;
 	for (struct cm_id *i = cm.ids; i; i = i->next)
-		if (i->lsock == s && i->id.ps == ps && rdma_get_src_port(&i->id) == htons(port) &&
+		if (i->lsock == s && i->id.ps == ps && cm_sa_port(&i->id.route.addr.src_addr) == htons(port) &&
 		    (i->state == CM_LISTEN || i->state == CM_BOUND) && i->dev)
 			return i->dev;
 	/* no such listener (yet, or any more): the REQ itself gets the IB CM's answer */
@@ -940,7 +940,7 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 	if (id->ib_pdata_len)
 		memcpy(id->ib_pdata, p->private_data, id->ib_pdata_len);
 	id->ib_srq = p && p->srq;
-	if (cm_addr_on_host(dst) && !cm_local_listener(dst, rdma_get_dst_port(&id->id)))
+	if (cm_addr_on_host(dst) && !cm_local_listener(dst, cm_sa_port(dst)))
 		return query_start(id);
 	dst_gid(id, &id->peer_gid);
 	return sidr(id) ? sidr_send(id) : req_send(id);
@@ -1099,4 +1099,17 @@ out:
 	if (id->ib_ah)
 		ibv_destroy_ah(id->ib_ah);
 	id->ib_ah = NULL;
+}
+
+/* ---- what cm.c has the IB CM do (cm.h: struct cm_ibcm_hooks) ------------------------------- */
+static const struct cm_ibcm_hooks ibcm_hooks = {
+	.event = cm_ibcm_event,
+	.timers = cm_ibcm_timers,
+	.query_dev = cm_ibcm_query_dev,
+	.resolved = cm_ibcm_resolved,
+};
+
+__attribute__((constructor)) static void ibcm_hooks_install(void)
+{
+	cm.ibcm = &ibcm_hooks;
 }

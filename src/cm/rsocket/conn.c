@@ -312,37 +312,6 @@ int rs_stream_accept(struct rsock *ls, struct sockaddr *addr, socklen_t *len)
 }
 
 /* ---- connect -------------------------------------------------------------------------------------- */
-int rs_wait_connected(struct rsock *rs, bool nb)
-{
-	for (;;) {
-		switch (rs->state) {
-		case RS_CONNECTED:
-			return 0;
-		case RS_FAILED: {
-			int err = rs->so_error ? rs->so_error : ECONNREFUSED;
-
-			rs->so_error = 0;
-			return -err;
-		}
-		case RS_DISCONNECTED:
-			return -ECONNRESET;
-		case RS_RESOLVING:
-		case RS_CONNECTING:
-		case RS_ACCEPTING:
-			break;
-		default:
-			return -ENOTCONN;
-		}
-		if (rs_progress(rs))
-			continue;
-		if (nb) {
-			rs_yield();
-			return -EAGAIN;
-		}
-		rs_wait(rs, -1);
-	}
-}
-
 int rs_stream_connect(struct rsock *rs, const struct sockaddr *a, socklen_t len)
 {
 	int ret;
@@ -417,3 +386,63 @@ void rs_stream_destroy(struct rsock *rs)
 	rs->cq = NULL;
 	rs->cch = NULL;
 }
+
+/* ---- the stream's rs_ops ------------------------------------------------------------------------- */
+static int stream_progress(struct rsock *rs)
+{
+	int n = rs_cq_drain(rs);
+
+	/* A connected socket reads its event channel only when it may hold something: the
+	 * channel fd woke a sleeper, or the QP was flushed (a disconnection). */
+	if (rs->cm_pending || (rs->state != RS_CONNECTED && rs->state != RS_DISCONNECTED &&
+			       rs->state != RS_INIT && rs->state != RS_BOUND))
+		n += rs_cm_drain(rs);
+	return n;
+}
+
+static short stream_revents(struct rsock *rs, short events)
+{
+	struct rs_stream *st = &rs->st;
+	short r = 0;
+
+	switch (rs->state) {
+	case RS_LISTENING:
+		if (rs->acceptq)
+			r = POLLIN;
+		break;
+	case RS_ACCEPTING:
+	case RS_CONNECTED:
+	case RS_DISCONNECTED: {
+		/* As a TCP socket: the peer's EOF is POLLIN (and POLLRDHUP); POLLHUP only once the
+		 * connection is gone and nothing is left to read, so that a caller treating
+		 * POLLHUP as the end still reads every byte first. */
+		bool data = st->r_tail != st->r_head && !rs->shut_rd;
+		bool gone = rs->state == RS_DISCONNECTED || st->qp_err;
+
+		if (data || rs->peer_eof || rs->shut_rd || gone)
+			r |= POLLIN;
+		if (rs->peer_eof || gone)
+			r |= POLLRDHUP;
+		if (!gone && rs_stream_can_send(rs))
+			r |= POLLOUT;
+		if (gone && !data)
+			r |= POLLHUP;
+		if (rs->so_error)
+			r |= POLLERR;
+		break;
+	}
+	case RS_FAILED:
+		r = POLLIN | POLLOUT | POLLERR;
+		break;
+	default:
+		break;
+	}
+	return r & (events | POLLHUP | POLLERR);
+}
+
+const struct rs_ops rs_stream_ops = {
+	.progress = stream_progress,
+	.cm_drain = rs_cm_drain,
+	.revents = stream_revents,
+	.destroy = rs_stream_destroy,
+};

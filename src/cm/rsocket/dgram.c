@@ -293,7 +293,7 @@ static void on_resolve_event(struct rsock *rs, struct rdma_cm_event *ev)
 	}
 }
 
-int rs_dg_cm_drain(struct rsock *rs)
+static int rs_dg_cm_drain(struct rsock *rs)
 {
 	struct rdma_cm_event *ev;
 	int n = 0;
@@ -400,7 +400,7 @@ int rs_dg_getpeername(struct rsock *rs, struct sockaddr *a, socklen_t *len)
 }
 
 /* ---- the data path ---------------------------------------------------------------------------- */
-int rs_dg_drain(struct rsock *rs)
+static int rs_dg_drain(struct rsock *rs)
 {
 	struct rs_dgram *dg = rs->dg;
 	struct ibv_wc wc[32];
@@ -543,7 +543,7 @@ ssize_t rs_dg_recvv(struct rsock *rs, const struct iovec *iov, int iovcnt, int f
 	}
 }
 
-short rs_dg_revents(struct rsock *rs, short events)
+static short rs_dg_revents(struct rsock *rs, short events)
 {
 	struct rs_dgram *dg = rs->dg;
 	short r = POLLOUT;
@@ -556,7 +556,7 @@ short rs_dg_revents(struct rsock *rs, short events)
 	return r & events;
 }
 
-void rs_dg_destroy(struct rsock *rs)
+static void rs_dg_destroy(struct rsock *rs)
 {
 	struct rs_dgram *dg = rs->dg;
 
@@ -594,3 +594,19 @@ void rs_dg_destroy(struct rsock *rs)
 	rs->cq = NULL;
 	rs->cch = NULL;
 }
+
+/* ---- the datagram socket's rs_ops ------------------------------------------------------------------ */
+static int dg_progress(struct rsock *rs)
+{
+	/* A datagram socket's event channel only carries peers' resolution requests, which the
+	 * service thread answers (svc.c): polling it here cost a system call per look (udpong
+	 * polls in a loop), so only a channel that woke a sleeper is read. */
+	return rs_dg_drain(rs) + (rs->cm_pending ? rs_dg_cm_drain(rs) : 0);
+}
+
+const struct rs_ops rs_dg_ops = {
+	.progress = dg_progress,
+	.cm_drain = rs_dg_cm_drain,
+	.revents = rs_dg_revents,
+	.destroy = rs_dg_destroy,
+};

@@ -1,67 +1,116 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The exported calls that move data and the socket-level calls that dispatch by socket type:
- * rbind, rlisten, raccept, rconnect, rshutdown; rsend/rsendto/rsendmsg/rwrite/rwritev and
+ * rsocket (which gives the socket its type's rs_ops), rclose, rgetpeername, rbind, rlisten,
+ * raccept, rconnect, rshutdown; rsend/rsendto/rsendmsg/rwrite/rwritev and
  * rrecv/rrecvfrom/rrecvmsg/rread/rreadv. Errors follow the socket calls: -1 with errno.
  */
 #include <limits.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #include "cm/rsocket/rs.h"
-
-/* ---- iovecs -------------------------------------------------------------------------------- */
-size_t rs_iov_len(const struct iovec *iov, int iovcnt)
-{
-	size_t n = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		n += iov[i].iov_len;
-	return n;
-}
-
-void rs_iov_gather(void *dst, const struct iovec *iov, int iovcnt, size_t off, size_t n)
-{
-	uint8_t *d = dst;
-
-	for (int i = 0; i < iovcnt && n; i++) {
-		size_t l = iov[i].iov_len, k;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		k = l - off < n ? l - off : n;
-		memcpy(d, (const uint8_t *)iov[i].iov_base + off, k);
-		d += k;
-		n -= k;
-		off = 0;
-	}
-}
-
-void rs_iov_scatter(const struct iovec *iov, int iovcnt, size_t off, const void *src, size_t n)
-{
-	const uint8_t *s = src;
-
-	for (int i = 0; i < iovcnt && n; i++) {
-		size_t l = iov[i].iov_len, k;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		k = l - off < n ? l - off : n;
-		memcpy((uint8_t *)iov[i].iov_base + off, s, k);
-		s += k;
-		n -= k;
-		off = 0;
-	}
-}
 
 static int check_iov(const struct iovec *iov, int iovcnt)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
 		return -EINVAL;
 	return 0;
+}
+
+/* ---- life ------------------------------------------------------------------------------------ */
+RS_EXPORT int rsocket(int domain, int type, int protocol)
+{
+	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	struct rsock *rs;
+	int ret;
+
+	if (domain != AF_INET && domain != AF_INET6)
+		return rs_err(EAFNOSUPPORT);
+	if (base != SOCK_STREAM && base != SOCK_DGRAM)
+		return rs_err(ESOCKTNOSUPPORT);
+	if (protocol && !(base == SOCK_STREAM && protocol == IPPROTO_TCP) &&
+	    !(base == SOCK_DGRAM && protocol == IPPROTO_UDP))
+		return rs_err(EPROTONOSUPPORT);
+	rs = rs_alloc(domain, base, NULL);
+	if (!rs)
+		return -1;
+	rs->ops = base == SOCK_STREAM ? &rs_stream_ops : &rs_dg_ops;
+	/* Creating the id opens the devices now: under librspreload, the engine's own sockets
+	 * are made while its socket() knows it is inside rsocket(). */
+	ret = rdma_create_id(rs->ch, &rs->id, rs, base == SOCK_STREAM ? RDMA_PS_TCP : RDMA_PS_UDP);
+	if (ret) {
+		ret = errno == ENODEV || errno == ENOENT ? ENODEV : errno;
+		rs_free(rs);
+		return rs_err(ret);
+	}
+	if (type & SOCK_NONBLOCK)
+		rs->fd_flags |= O_NONBLOCK;
+	ret = rs_insert(rs);
+	if (ret) {
+		rs_free(rs);
+		return rs_err(ret);
+	}
+	rs_dbg(rs, "created (%s, %s)", domain == AF_INET ? "AF_INET" : "AF_INET6",
+	       base == SOCK_STREAM ? "SOCK_STREAM" : "SOCK_DGRAM");
+	return rs->fd;
+}
+
+RS_EXPORT int rclose(int fd)
+{
+	struct rsock *rs = rs_get(fd);
+	int err = 0;
+
+	if (!rs)
+		return -1;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->closed) {
+		pthread_mutex_unlock(&rs->lock);
+		rs_put(rs);
+		return rs_err(EBADF);
+	}
+	rs->closed = true;
+	rs_dbg(rs, "close in state %s", rs_state_name(rs->state));
+	if (rs->type == SOCK_STREAM && !(rs->linger.l_onoff && rs->linger.l_linger == 0)) {
+		/* As close(2) on a TCP socket: what was sent still reaches the peer, then EOF.
+		 * SO_LINGER with a zero timeout drops it instead (an abortive close). Data that
+		 * never reached the peer (the connection broke first, or lingering timed out) makes
+		 * the close fail, the descriptor being released all the same. */
+		if (rs->state == RS_CONNECTED || rs->state == RS_ACCEPTING)
+			err = rs_stream_shutdown(rs, SHUT_RDWR, true);
+		else if (rs->state == RS_DISCONNECTED && rs->qp && !rs->peer_eof &&
+			 rs_stream_unacked(rs))
+			err = -ECONNRESET;
+	}
+	pthread_mutex_unlock(&rs->lock);
+	rs_remove(rs);
+	rs_put(rs);	/* the table's reference */
+	rs_put(rs);	/* ours: the last one frees */
+	return err ? rs_err(err) : 0;
+}
+
+RS_EXPORT int rgetpeername(int fd, struct sockaddr *a, socklen_t *len)
+{
+	struct rsock *rs = rs_get(fd);
+	int ret = 0;
+
+	if (!rs)
+		return -1;
+	if (!a || !len) {
+		rs_put(rs);
+		return rs_err(EFAULT);
+	}
+	pthread_mutex_lock(&rs->lock);
+	if (rs->type == SOCK_DGRAM)
+		ret = rs_dg_getpeername(rs, a, len);
+	else if (rs->state != RS_CONNECTED && rs->state != RS_DISCONNECTED &&
+		 rs->state != RS_ACCEPTING)
+		ret = -ENOTCONN;
+	else
+		rs_copy_addr(a, len, rdma_get_peer_addr(rs->id));
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return ret ? rs_err(ret) : 0;
 }
 
 /* ---- connection calls -------------------------------------------------------------------------- */

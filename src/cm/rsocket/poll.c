@@ -53,24 +53,6 @@ int rs_timeo_ms(const struct timeval *tv)
 	return (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000);
 }
 
-int rs_progress(struct rsock *rs)
-{
-	int n;
-
-	/* A datagram socket's event channel only carries peers' resolution requests, which the
-	 * service thread answers (svc.c): polling it here cost a system call per look (udpong
-	 * polls in a loop), so only a channel that woke a sleeper is read. */
-	if (rs->type == SOCK_DGRAM)
-		return rs_dg_drain(rs) + (rs->cm_pending ? rs_dg_cm_drain(rs) : 0);
-	n = rs_cq_drain(rs);
-	/* A connected socket reads its event channel only when it may hold something: the
-	 * channel fd woke a sleeper, or the QP was flushed (a disconnection). */
-	if (rs->cm_pending || (rs->state != RS_CONNECTED && rs->state != RS_DISCONNECTED &&
-			       rs->state != RS_INIT && rs->state != RS_BOUND))
-		n += rs_cm_drain(rs);
-	return n;
-}
-
 /* Takes the completion events waiting on the channel (the CQ is then polled by the caller).
  * On an empty channel this also tells the soft NIC the application is about to sleep, so its
  * progress thread receives at once. */
@@ -148,47 +130,41 @@ int rs_wait(struct rsock *rs, int timeout_ms)
 	return 0;
 }
 
+int rs_wait_connected(struct rsock *rs, bool nb)
+{
+	for (;;) {
+		switch (rs->state) {
+		case RS_CONNECTED:
+			return 0;
+		case RS_FAILED: {
+			int err = rs->so_error ? rs->so_error : ECONNREFUSED;
+
+			rs->so_error = 0;
+			return -err;
+		}
+		case RS_DISCONNECTED:
+			return -ECONNRESET;
+		case RS_RESOLVING:
+		case RS_CONNECTING:
+		case RS_ACCEPTING:
+			break;
+		default:
+			return -ENOTCONN;
+		}
+		if (rs_progress(rs))
+			continue;
+		if (nb) {
+			rs_yield();
+			return -EAGAIN;
+		}
+		rs_wait(rs, -1);
+	}
+}
+
 short rs_revents(struct rsock *rs, short events)
 {
-	struct rs_stream *st = &rs->st;
-	short r = 0;
-
 	rs_progress(rs);
-	if (rs->type == SOCK_DGRAM)
-		return rs_dg_revents(rs, events);
-	switch (rs->state) {
-	case RS_LISTENING:
-		if (rs->acceptq)
-			r = POLLIN;
-		break;
-	case RS_ACCEPTING:
-	case RS_CONNECTED:
-	case RS_DISCONNECTED: {
-		/* As a TCP socket: the peer's EOF is POLLIN (and POLLRDHUP); POLLHUP only once the
-		 * connection is gone and nothing is left to read, so that a caller treating
-		 * POLLHUP as the end still reads every byte first. */
-		bool data = st->r_tail != st->r_head && !rs->shut_rd;
-		bool gone = rs->state == RS_DISCONNECTED || st->qp_err;
-
-		if (data || rs->peer_eof || rs->shut_rd || gone)
-			r |= POLLIN;
-		if (rs->peer_eof || gone)
-			r |= POLLRDHUP;
-		if (!gone && rs_stream_can_send(rs))
-			r |= POLLOUT;
-		if (gone && !data)
-			r |= POLLHUP;
-		if (rs->so_error)
-			r |= POLLERR;
-		break;
-	}
-	case RS_FAILED:
-		r = POLLIN | POLLOUT | POLLERR;
-		break;
-	default:
-		break;
-	}
-	return r & (events | POLLHUP | POLLERR);
+	return rs->ops->revents(rs, events);
 }
 
 /* ---- rpoll ------------------------------------------------------------------------------------ */

@@ -6,16 +6,23 @@
  * the fd of its own rdma_cm event channel (an eventfd the library owns), as in rdma-core: it
  * never collides with the application's fds, and rpoll/rselect wait on it next to ordinary fds.
  *
- * Files, one job each:
- *   sock.c    the table of rsockets, rsocket/rclose, options, rfcntl, names, logging
- *   conn.c    stream connection setup and teardown: rbind/rlisten/raccept/rconnect, CM events
- *   stream.c  the stream data path: completions, credits, send/receive, rshutdown
+ * Files, one job each, each calling only the ones listed after it (tools/layers.py --check
+ * finds no circle among them; docs/architecture.md, "Layers"):
+ *   io.c      the exported calls that dispatch by socket type: rsocket, rclose, rbind, rlisten,
+ *             raccept, rconnect, rshutdown, rgetpeername, send and receive (both types)
  *   iomap.c   riomap/riounmap/riowrite
- *   dgram.c   datagram sockets over UD
+ *   conn.c    stream connection setup and teardown: rbind/rlisten/raccept/rconnect, CM events;
+ *             the stream's rs_ops
+ *   stream.c  the stream data path: completions, credits, send/receive, shutdown, IO maps' state
+ *   dgram.c   datagram sockets over UD; their rs_ops
  *   svc.c     the service thread (answers datagram address resolution in the background)
- *   io.c      the exported send/receive calls (both socket types)
- *   poll.c    waiting: rs_wait, rpoll, rselect
+ *   poll.c    waiting: rs_wait, rs_wait_connected, rpoll, rselect
+ *   sock.c    the table of rsockets, options, rfcntl, rgetsockname, logging, time, PDs
+ *   iov.c     iovec copies
  *   proto.c   the wire formats
+ * What differs by socket type and is needed below the type's own file (progress, what poll(2)
+ * would say, the event channel, destruction) goes through the socket's rs_ops, which io.c
+ * sets when it creates the socket (an accepted socket takes its listener's).
  *
  * Locking: a table lock guards the fd -> rsocket map and the reference counts; each rsocket
  * has one mutex guarding all of its state. A blocking call drops the mutex only while it
@@ -163,8 +170,23 @@ struct rs_accept {			/* a connection request waiting for raccept */
 };
 
 struct rs_dgram;
+struct rsock;
+
+/* What differs by socket type (conn.c: rs_stream_ops; dgram.c: rs_dg_ops). Lock held. */
+struct rs_ops {
+	/* Handles what is pending (completions, CM events); returns how many things happened. */
+	int (*progress)(struct rsock *rs);
+	/* Handles what waits on the event channel; returns the number of events. */
+	int (*cm_drain)(struct rsock *rs);
+	/* What poll(2) would report for rs now (progress was just made). */
+	short (*revents)(struct rsock *rs, short events);
+	/* Releases the type's resources (rs_free, the last reference). */
+	void (*destroy)(struct rsock *rs);
+};
+extern const struct rs_ops rs_stream_ops, rs_dg_ops;
 
 struct rsock {
+	const struct rs_ops *ops;
 	int fd;				/* the number: ch->fd */
 	int type, domain;
 	pthread_mutex_t lock;
@@ -207,6 +229,7 @@ void rs_put(struct rsock *rs);
 /* A new rsocket on a new event channel (not yet in the table). */
 struct rsock *rs_alloc(int domain, int type, const struct rsock *inherit);
 int rs_insert(struct rsock *rs);
+void rs_remove(struct rsock *rs);	/* from the table (rclose) */
 void rs_free(struct rsock *rs);
 struct ibv_pd *rs_pd(struct ibv_context *ctx);
 struct ibv_context *rs_default_ctx(void);
@@ -239,10 +262,7 @@ int rs_stream_bind(struct rsock *rs, const struct sockaddr *a, socklen_t len);
 int rs_stream_listen(struct rsock *rs, int backlog);
 int rs_stream_accept(struct rsock *rs, struct sockaddr *a, socklen_t *len);
 int rs_stream_connect(struct rsock *rs, const struct sockaddr *a, socklen_t len);
-/* Handles what waits on the event channel; returns the number of events. */
-int rs_cm_drain(struct rsock *rs);
-/* Waits (blocking socket) or reports -EAGAIN (non-blocking) until the connection is made. */
-int rs_wait_connected(struct rsock *rs, bool nb);
+int rs_cm_drain(struct rsock *rs);	/* the stream's rs_ops cm_drain */
 void rs_stream_destroy(struct rsock *rs);
 
 /* ---- stream.c -------------------------------------------------------------------------------- */
@@ -264,7 +284,7 @@ uint32_t rs_send_room(struct rsock *rs, size_t want, bool need_credit);
 int rs_post_write(struct rsock *rs, const struct iovec *iov, int iovcnt, size_t off, uint32_t n,
 		  uint64_t raddr, uint32_t rkey, bool imm);
 
-/* ---- iomap.c ------------------------------------------------------------------------------------- */
+/* An IO map the peer announced (a receive completion); the IO maps of a stream, freed. */
 void rs_iomap_recv(struct rsock *rs, const struct rs_ctrl *c);
 void rs_iomap_free(struct rsock *rs);
 
@@ -275,11 +295,7 @@ ssize_t rs_dg_sendv(struct rsock *rs, const struct iovec *iov, int iovcnt, int f
 		    const struct sockaddr *to, socklen_t tolen);
 ssize_t rs_dg_recvv(struct rsock *rs, const struct iovec *iov, int iovcnt, int flags,
 		    struct sockaddr *from, socklen_t *fromlen);
-int rs_dg_drain(struct rsock *rs);
-int rs_dg_cm_drain(struct rsock *rs);
-short rs_dg_revents(struct rsock *rs, short events);
 int rs_dg_getpeername(struct rsock *rs, struct sockaddr *a, socklen_t *len);
-void rs_dg_destroy(struct rsock *rs);
 
 /* ---- svc.c ------------------------------------------------------------------------------------------ */
 int rs_svc_add(struct rsock *rs);
@@ -287,7 +303,12 @@ void rs_svc_del(struct rsock *rs);
 
 /* ---- poll.c ----------------------------------------------------------------------------------------- */
 /* Handles what is pending (CM events, completions); returns how many things happened. */
-int rs_progress(struct rsock *rs);
+static inline int rs_progress(struct rsock *rs)
+{
+	return rs->ops->progress(rs);
+}
+/* Waits (blocking socket) or reports -EAGAIN (non-blocking) until the connection is made. */
+int rs_wait_connected(struct rsock *rs, bool nb);
 /* Sleeps until something may have changed (lock held; dropped while asleep). timeout_ms < 0:
  * no limit. 0, or -ETIMEDOUT. */
 int rs_wait(struct rsock *rs, int timeout_ms);
@@ -298,7 +319,7 @@ void rs_yield(void);
 /* The timeout a blocking call on rs waits (SO_RCVTIMEO/SO_SNDTIMEO), in ms, or -1. */
 int rs_timeo_ms(const struct timeval *tv);
 
-/* ---- iovec helpers (io.c) ---------------------------------------------------------------------------- */
+/* ---- iovec helpers (iov.c) ---------------------------------------------------------------------------- */
 size_t rs_iov_len(const struct iovec *iov, int iovcnt);
 /* Copies n bytes starting at byte `off` of the iovec into dst. */
 void rs_iov_gather(void *dst, const struct iovec *iov, int iovcnt, size_t off, size_t n);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The table of rsockets and their life: rsocket, rclose; options (rsetsockopt, rgetsockopt,
- * rfcntl) and names (rgetsockname, rgetpeername); the shared helpers (PDs, logging, time).
+ * The table of rsockets and their life (rs_alloc, rs_get/rs_put, rs_free through the socket's
+ * rs_ops); options (rsetsockopt, rgetsockopt, rfcntl) and rgetsockname; the shared helpers
+ * (PDs, logging, time). rsocket, rclose and rgetpeername, which differ by type, are io.c's.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -191,7 +192,7 @@ int rs_insert(struct rsock *rs)
 	return 0;
 }
 
-static void rs_remove(struct rsock *rs)
+void rs_remove(struct rsock *rs)
 {
 	pthread_mutex_lock(&table_lock);
 	if (rs->fd >= 0 && rs->fd < table_cap && table[rs->fd] == rs)
@@ -215,6 +216,7 @@ struct rsock *rs_alloc(int domain, int type, const struct rsock *inherit)
 	rs->acceptq_tail = &rs->acceptq;
 	if (inherit) {
 		/* An accepted socket starts with its listener's options (rdma-core does too). */
+		rs->ops = inherit->ops;
 		rs->sndbuf = inherit->sndbuf;
 		rs->rcvbuf = inherit->rcvbuf;
 		rs->sqsize = inherit->sqsize;
@@ -257,84 +259,13 @@ struct rsock *rs_alloc(int domain, int type, const struct rsock *inherit)
 
 void rs_free(struct rsock *rs)
 {
-	if (rs->type == SOCK_STREAM)
-		rs_stream_destroy(rs);
-	else
-		rs_dg_destroy(rs);
+	if (rs->ops)
+		rs->ops->destroy(rs);
 	if (rs->id)
 		rdma_destroy_id(rs->id);
 	rdma_destroy_event_channel(rs->ch);	/* closes the number */
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
-}
-
-RS_EXPORT int rsocket(int domain, int type, int protocol)
-{
-	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-	struct rsock *rs;
-	int ret;
-
-	if (domain != AF_INET && domain != AF_INET6)
-		return rs_err(EAFNOSUPPORT);
-	if (base != SOCK_STREAM && base != SOCK_DGRAM)
-		return rs_err(ESOCKTNOSUPPORT);
-	if (protocol && !(base == SOCK_STREAM && protocol == IPPROTO_TCP) &&
-	    !(base == SOCK_DGRAM && protocol == IPPROTO_UDP))
-		return rs_err(EPROTONOSUPPORT);
-	rs = rs_alloc(domain, base, NULL);
-	if (!rs)
-		return -1;
-	/* Creating the id opens the devices now: under librspreload, the engine's own sockets
-	 * are made while its socket() knows it is inside rsocket(). */
-	ret = rdma_create_id(rs->ch, &rs->id, rs, base == SOCK_STREAM ? RDMA_PS_TCP : RDMA_PS_UDP);
-	if (ret) {
-		ret = errno == ENODEV || errno == ENOENT ? ENODEV : errno;
-		rs_free(rs);
-		return rs_err(ret);
-	}
-	if (type & SOCK_NONBLOCK)
-		rs->fd_flags |= O_NONBLOCK;
-	ret = rs_insert(rs);
-	if (ret) {
-		rs_free(rs);
-		return rs_err(ret);
-	}
-	rs_dbg(rs, "created (%s, %s)", domain == AF_INET ? "AF_INET" : "AF_INET6",
-	       base == SOCK_STREAM ? "SOCK_STREAM" : "SOCK_DGRAM");
-	return rs->fd;
-}
-
-RS_EXPORT int rclose(int fd)
-{
-	struct rsock *rs = rs_get(fd);
-	int err = 0;
-
-	if (!rs)
-		return -1;
-	pthread_mutex_lock(&rs->lock);
-	if (rs->closed) {
-		pthread_mutex_unlock(&rs->lock);
-		rs_put(rs);
-		return rs_err(EBADF);
-	}
-	rs->closed = true;
-	rs_dbg(rs, "close in state %s", rs_state_name(rs->state));
-	if (rs->type == SOCK_STREAM && !(rs->linger.l_onoff && rs->linger.l_linger == 0)) {
-		/* As close(2) on a TCP socket: what was sent still reaches the peer, then EOF.
-		 * SO_LINGER with a zero timeout drops it instead (an abortive close). Data that
-		 * never reached the peer (the connection broke first, or lingering timed out) makes
-		 * the close fail, the descriptor being released all the same. */
-		if (rs->state == RS_CONNECTED || rs->state == RS_ACCEPTING)
-			err = rs_stream_shutdown(rs, SHUT_RDWR, true);
-		else if (rs->state == RS_DISCONNECTED && rs->qp && !rs->peer_eof &&
-			 rs_stream_unacked(rs))
-			err = -ECONNRESET;
-	}
-	pthread_mutex_unlock(&rs->lock);
-	rs_remove(rs);
-	rs_put(rs);	/* the table's reference */
-	rs_put(rs);	/* ours: the last one frees */
-	return err ? rs_err(err) : 0;
 }
 
 /* ---- names ----------------------------------------------------------------------------------- */
@@ -359,30 +290,6 @@ RS_EXPORT int rgetsockname(int fd, struct sockaddr *a, socklen_t *len)
 	rs_copy_addr(a, len, (struct sockaddr *)&ss);
 	rs_put(rs);
 	return 0;
-}
-
-RS_EXPORT int rgetpeername(int fd, struct sockaddr *a, socklen_t *len)
-{
-	struct rsock *rs = rs_get(fd);
-	int ret = 0;
-
-	if (!rs)
-		return -1;
-	if (!a || !len) {
-		rs_put(rs);
-		return rs_err(EFAULT);
-	}
-	pthread_mutex_lock(&rs->lock);
-	if (rs->type == SOCK_DGRAM)
-		ret = rs_dg_getpeername(rs, a, len);
-	else if (rs->state != RS_CONNECTED && rs->state != RS_DISCONNECTED &&
-		 rs->state != RS_ACCEPTING)
-		ret = -ENOTCONN;
-	else
-		rs_copy_addr(a, len, rdma_get_peer_addr(rs->id));
-	pthread_mutex_unlock(&rs->lock);
-	rs_put(rs);
-	return ret ? rs_err(ret) : 0;
 }
 
 /* ---- rfcntl ------------------------------------------------------------------------------------- */

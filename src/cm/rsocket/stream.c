@@ -652,3 +652,48 @@ int rs_stream_shutdown(struct rsock *rs, int how, bool wait)
 		can_post(rs) ? "linger time out" : "connection lost");
 	return can_post(rs) ? -ETIMEDOUT : -ECONNRESET;
 }
+
+/* ---- IO maps: the peer's announcements, ours freed (riomap and riowrite: iomap.c) ------------- */
+/* An announcement from the peer (a receive completion). */
+void rs_iomap_recv(struct rsock *rs, const struct rs_ctrl *c)
+{
+	struct rs_stream *st = &rs->st;
+	struct rs_pmap *free_slot = NULL;
+
+	for (int i = 0; i < rs->iomap_size; i++) {
+		struct rs_pmap *m = &st->pmaps[i];
+
+		if (m->used && m->offset == c->offset) {
+			if (!c->len) {
+				m->used = false;
+			} else {
+				m->addr = c->addr;
+				m->len = c->len;
+				m->rkey = c->rkey;
+			}
+			return;
+		}
+		if (!m->used && !free_slot)
+			free_slot = m;
+	}
+	if (!c->len)
+		return;
+	if (!free_slot) {
+		rs_warn(rs, "the peer announced more IO mappings than the %u granted; ignored",
+			rs->iomap_size);
+		return;
+	}
+	*free_slot = (struct rs_pmap){ .offset = c->offset, .addr = c->addr, .len = c->len,
+				       .rkey = c->rkey, .used = true };
+}
+
+void rs_iomap_free(struct rsock *rs)
+{
+	while (rs->st.lmaps) {
+		struct rs_lmap *m = rs->st.lmaps;
+
+		rs->st.lmaps = m->next;
+		ibv_dereg_mr(m->mr);
+		free(m);
+	}
+}

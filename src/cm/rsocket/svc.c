@@ -33,7 +33,7 @@ static void *svc_run(void *arg)
 				continue;	/* closed meanwhile */
 			pthread_mutex_lock(&rs->lock);
 			if (rs->type == SOCK_DGRAM && !rs->closed)
-				rs_dg_cm_drain(rs);
+				rs->ops->cm_drain(rs);
 			pthread_mutex_unlock(&rs->lock);
 			rs_put(rs);
 		}
