@@ -311,6 +311,9 @@ rs_udpong
 # Debian 12's librspreload (rdma-core 44) has no accept4() (netcat-openbsd's server uses it)
 # and crashes in programs that call fcntl() before any socket call (socat): the client is
 # netcat-openbsd, the server netcat-traditional.
+# The server runs with -q -1: its stdin is /dev/null, so with -q N it would quit N seconds
+# after the connection opened, cutting any transfer slower than that; it ends when the client's
+# -N shuts its side down.
 rs_preload() {
 	local name=${RS_MODE}preload port src=$SR_TMP/preload.src dst=$SR_TMP/preload.dst rc srv_rc t0 rx
 	if [ ! -r "$PRELOAD" ] || ! command -v nc >/dev/null || ! command -v nc.traditional >/dev/null; then
@@ -323,7 +326,7 @@ rs_preload() {
 	t0=$(date +%s.%N)
 	timeout -k 5 120 ${RS_SRV_NS:+ip netns exec "$RS_SRV_NS"} \
 		env ${RS_SRV_DEV:+SOFTRDMA_NETDEV=$RS_SRV_DEV} LD_PRELOAD="$PRELOAD" SOFTRDMA_STATS_DUMP="$SR_TMP/$name.srv.stats" \
-		nc.traditional -l -q 1 -s "$HOST" -p "$port" >"$dst" 2>"$SR_TMP/$name.srv.out" &
+		nc.traditional -l -q -1 -s "$HOST" -p "$port" >"$dst" 2>"$SR_TMP/$name.srv.out" &
 	RS_PID=$!
 	SR_BG+=("$RS_PID")
 	rs_ready "$name" "$port" || return
