@@ -151,6 +151,11 @@ struct cm_id {
 	 * listener finds its process's QP1 (cm_ibcm_resolved); rdma_connect's private data and
 	 * SRQ flag wait here for it. */
 	bool ib_resolving, ib_srq;
+	/* Liveness of a softrdma peer's process (drive.c, "probe"): its MADs carry softrdma's
+	 * GRH marker; Get(ClassPortInfo) to its QP1 every second once established, answered at
+	 * once; after one answer, 5 s without another end the connection. */
+	bool peer_sr, probe_ok;
+	uint64_t ib_heard_ms, ib_probe_ms;
 	uint8_t ib_pdata_len;
 	uint8_t ib_pdata[CM_PDATA_MAX];
 	struct cm_id *next;			/* every id of the process */

@@ -137,12 +137,18 @@ static void reap_tx(struct ibcm_agent *a)
 int ibcm_agent_send(struct ibcm_agent *a, struct ibv_ah *ah, const struct sr_cm_mad *m)
 {
 	uint8_t mad[SR_MAD_LEN];
+
+	if (sr_cm_mad_encode(m, mad))
+		return -EINVAL;
+	return ibcm_agent_send_raw(a, ah, mad);
+}
+
+int ibcm_agent_send_raw(struct ibcm_agent *a, struct ibv_ah *ah, const uint8_t *mad)
+{
 	struct ibv_sge sge = { (uintptr_t)mad, SR_MAD_LEN, 0 };
 	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED }, *bad;
 
-	if (sr_cm_mad_encode(m, mad))
-		return -EINVAL;
 	reap_tx(a);
 	if (a->tx_out >= IBCM_AGENT_TX)
 		return -EAGAIN;
@@ -171,13 +177,18 @@ int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms)
 			uint8_t *slot = a->buf + (size_t)wc.wr_id * SLOT;
 			int got = 0;
 
-			if (wc.status == IBV_WC_SUCCESS && wc.byte_len == SLOT &&
-			    sr_cm_mad_decode(&rx->mad, slot + GRH_LEN, SR_MAD_LEN) == 0) {
+			int rc = wc.status == IBV_WC_SUCCESS && wc.byte_len == SLOT
+				 ? sr_cm_mad_decode(&rx->mad, slot + GRH_LEN, SR_MAD_LEN)
+				 : SR_MAD_EBADLEN;
+
+			if (rc == 0 || (rc == SR_MAD_EATTR &&
+					rx->mad.hdr.attr_id == SR_CM_ATTR_CLASS_PORT_INFO)) {
 				struct ibv_ah_attr aa;
 
 				/* The sender's GID as the GRH area gives it (over IPv4 its last 20
 				 * bytes are the IPv4 header: ibv_init_ah_from_wc reads it there) */
 				rx->src_qp = wc.src_qp;
+				rx->softrdma = slot[0] == 'S' && slot[1] == 'R';
 				rx->ah = NULL;
 				if (!ibv_init_ah_from_wc(a->ctx, 1, &wc, (struct ibv_grh *)slot, &aa)) {
 					rx->sgid = aa.grh.dgid;

@@ -33,6 +33,7 @@ struct ibcm_rx {
 	struct sr_cm_mad mad;
 	union ibv_gid sgid;	/* the sender's GID (from the GRH) */
 	uint32_t src_qp;	/* 1 for every CM peer */
+	bool softrdma;		/* the sender is a softrdma NIC (its GRH marker, docs/gid.md) */
 	struct ibv_ah *ah;
 };
 
@@ -43,10 +44,13 @@ void ibcm_agent_close(struct ibcm_agent *a);
 /* Sends m to QP1 behind ah (inline: ah and m may go at once); never waits. 0, -EAGAIN (the
  * send queue is full: the MAD is not sent, the CM's retransmission covers it) or -errno. */
 int ibcm_agent_send(struct ibcm_agent *a, struct ibv_ah *ah, const struct sr_cm_mad *m);
+/* The same for a MAD already in wire form (256 bytes): what the codec does not build. */
+int ibcm_agent_send_raw(struct ibcm_agent *a, struct ibv_ah *ah, const uint8_t *mad);
 /* An address vector to a GID (port 1, GID index 0), for the first message to a peer. */
 struct ibv_ah *ibcm_agent_ah(struct ibcm_agent *a, const union ibv_gid *dgid);
 /* The next CM MAD within timeout_ms: 1 (*rx filled), 0 (none), or -errno. Sleeps on the
- * completion channel; a MAD that does not decode is dropped and counted. */
+ * completion channel; a MAD that does not decode is dropped and counted, except the CM
+ * class's ClassPortInfo (Get or GetResp: only rx->mad.hdr is filled in). */
 int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms);
 
 #endif /* SR_CM_IBCM_AGENT_H */

@@ -403,6 +403,7 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 		((struct sockaddr_in *)&c->id.route.addr.src_addr)->sin_port = htons(port);
 	}
 	memcpy(c->peer_gid.raw, r->primary.local_gid, 16);
+	c->peer_sr = rx->softrdma;
 	c->peer_qpn = p.qpn;
 	c->my_psn = p.psn;		/* the PSN the requester expects: we send from it */
 	c->my_psn_set = true;
@@ -546,6 +547,87 @@ static uint32_t mad_remote_id(const struct sr_cm_mad *m)
 	}
 }
 
+/*
+ * Liveness between softrdma processes. The kernel's rdma_cm sends a DREQ for every connection
+ * of a process that dies (its ids live in the kernel); a softrdma process's ids die with it,
+ * and a SIGKILLed one sends nothing, so its peer would wait forever on a receive. So an
+ * established connection whose peer is a softrdma NIC (softrdma's GRH marker on its MADs)
+ * sends the peer's QP1 a Get(ClassPortInfo) of the CM class every second (IBA 13.4.8.1: every
+ * class answers it, so this is a standard management ping, not a private message; a kernel
+ * peer, never probed, would answer it too), the TID naming the connection; the peer's CM
+ * answers with GetResp at once. Once one answer came, 5 s without another end the
+ * connection as the private protocol's probe does: QP to ERR, DISCONNECTED.
+ */
+#define IBCM_PROBE_MS 1000
+#define IBCM_DEAD_MS 5000
+
+static void class_port_info(struct cm_dev *d, struct ibv_ah *ah, uint8_t method, uint64_t tid)
+{
+	struct sr_mad_hdr h = {
+		.base_version = SR_MAD_BASE_VERSION, .mgmt_class = SR_MAD_CLASS_CM,
+		.class_version = SR_MAD_CM_CLASS_VERSION, .method = method, .tid = tid,
+		.attr_id = SR_CM_ATTR_CLASS_PORT_INFO,
+	};
+	uint8_t mad[SR_MAD_LEN] = { 0 };
+
+	sr_mad_hdr_encode(&h, mad);
+	if (method & SR_MAD_METHOD_RESP) {
+		/* ClassPortInfo: BaseVersion, ClassVersion, CapabilityMask 0, then
+		 * CapabilityMask2 (27 bits) 0 and RespTimeValue (5 bits); no redirection, no traps */
+		mad[SR_MAD_HDR_LEN] = SR_MAD_BASE_VERSION;
+		mad[SR_MAD_HDR_LEN + 1] = SR_MAD_CM_CLASS_VERSION;
+		mad[SR_MAD_HDR_LEN + 7] = IBCM_RESP_TIMEOUT;
+	}
+	if (!d || !d->agent || !ah || ibcm_agent_send_raw(d->agent, ah, mad))
+		cm_count("cm_mad_send_errors");
+	else
+		cm_count("cm_mads_sent");
+}
+
+static void on_class_port_info(struct cm_dev *d, struct ibcm_rx *rx)
+{
+	const struct sr_mad_hdr *h = &rx->mad.hdr;
+
+	if (h->method == SR_MAD_METHOD_GET) {
+		class_port_info(d, rx->ah, SR_MAD_METHOD_GET | SR_MAD_METHOD_RESP, h->tid);
+		return;
+	}
+	if (h->method != (SR_MAD_METHOD_GET | SR_MAD_METHOD_RESP))
+		return;
+	for (struct cm_id *i = cm.ids; i; i = i->next) {
+		if (i->ibcm && i->dev == d && i->local_id == (uint32_t)h->tid &&
+		    i->state == CM_ESTABLISHED && gid_ip_eq(i->peer_gid.raw, rx->sgid.raw)) {
+			i->ib_heard_ms = now_ns() / 1000000;
+			i->probe_ok = true;
+			return;
+		}
+	}
+	cm_count("cm_drop_unknown");
+}
+
+/* An established connection to a softrdma peer: probe, or end it; the next time (ns). */
+static uint64_t probe(struct cm_id *id, uint64_t now)
+{
+	uint64_t ms = now / 1000000;
+
+	if (!id->ib_probe_ms) {
+		/* the first probe at once: its answer arms the check (a peer that never answers
+		 * one, such as a softrdma without this probe, is never ended by it) */
+		id->ib_probe_ms = ms;
+		id->ib_heard_ms = ms;
+	}
+	if (id->probe_ok && ms - id->ib_heard_ms > IBCM_DEAD_MS) {
+		cm_count("cm_timeouts");
+		ended(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, true);
+		return UINT64_MAX;
+	}
+	if (ms >= id->ib_probe_ms) {
+		class_port_info(id->dev, id->ib_ah, SR_MAD_METHOD_GET, new_tid(id->local_id));
+		id->ib_probe_ms = ms + IBCM_PROBE_MS;
+	}
+	return id->ib_probe_ms * 1000000;
+}
+
 void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 {
 	const struct sr_cm_mad *m = &rx->mad;
@@ -563,6 +645,9 @@ void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 		return;
 	case SR_CM_ATTR_SIDR_REP:
 		on_sidr_rep(d, rx);
+		return;
+	case SR_CM_ATTR_CLASS_PORT_INFO:
+		on_class_port_info(d, rx);
 		return;
 	default:
 		break;
@@ -592,6 +677,8 @@ void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 		}
 		return;
 	}
+	if (rx->softrdma)
+		id->peer_sr = true;	/* its QP1 answers the liveness probe */
 	ibcm_recv(&id->ib, m, now_ns(), &out);
 	if (out.dropped)
 		cm_count("cm_drop_unknown");
@@ -639,6 +726,12 @@ uint64_t cm_ibcm_timers(void)
 	for (struct cm_id *id = cm.ids; id; id = id->next) {
 		struct ibcm_out out;
 
+		if (id->ibcm && id->state == CM_ESTABLISHED && id->peer_sr && !sidr(id)) {
+			uint64_t t = probe(id, now);
+
+			if (t < next)
+				next = t;
+		}
 		if (!id->ibcm || id->state == CM_DESTROYING || !id->ib.deadline)
 			continue;
 		if (sidr(id)) {
