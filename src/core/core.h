@@ -600,6 +600,7 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	 * TCP's (RFC 6298): smoothed round trip and its mean deviation; 0: no sample yet. */
 	uint64_t srtt_ns;
 	uint64_t rttvar_ns;
+	uint64_t rtt_min_ns;		/* the smallest sample: the path without a queue (0: none) */
 	uint64_t tlp0_ns;		/* probe delay before the first sample (doubles per probe) */
 	uint64_t rtt_t0;
 	uint32_t rtt_psn;

@@ -32,6 +32,9 @@
 	X(tail_probes, "single packets resent after 2 RTTs without progress (tail-loss probe, param repair)") \
 	X(retry_timeouts, "local ACK timeouts (counted against retry_cnt)")         \
 	X(fast_retransmits, "early go-back-N after a few RTTs without progress (not counted)") \
+	X(cwnd_cuts, "send window cuts to 3/4 after a loss at the path's base round trip (a NAK or a fast go-back-N; once per window of packets): a random loss") \
+	X(cwnd_halvings, "send window cuts to 1/2 after a loss with a queue on the path (SRTT more than 1 ms and twice the base round trip above it): the congestion response") \
+	X(cwnd_restarts, "send window restarts at 4 packets after a local ACK timeout (then slow start)") \
 	X(rtt_samples, "round-trip samples taken (RC requester: a packet sent once, to the ACK that covers it)") \
 	X(rtt_sample_us, "sum of those samples, us (divided by rtt_samples: the mean round trip)") \
 	X(rtt_karn_discards, "round-trip samples given up: a packet at or before the sampled one was sent again (Karn)") \

@@ -37,6 +37,8 @@ static void progress_made(struct sr_qp *qp)
 			r = 1;
 		sr_stat_inc(&qp->nic->stats, SR_STAT_rtt_samples);
 		sr_stat_add(&qp->nic->stats, SR_STAT_rtt_sample_us, r / 1000);
+		if (!qp->comp.rtt_min_ns || r < qp->comp.rtt_min_ns)
+			qp->comp.rtt_min_ns = r;
 		if (!qp->comp.srtt_ns) {
 			qp->comp.srtt_ns = r;
 			qp->comp.rttvar_ns = r / 2;

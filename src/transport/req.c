@@ -301,25 +301,45 @@ void sr_cwnd_grow(struct sr_qp *qp)
 
 /*
  * A loss, once per window of packets in flight. A timeout means nothing gets through: start
- * again from a small window. A loss the responder reported (NAK) means the path works but
- * dropped or reordered a packet -- on a software stack that is rarely congestion (a socket
- * buffer, a scheduler hiccup, injected faults), so the window shrinks by a quarter, never
- * below SR_CWND_FLOOR: halving on every random loss would leave a lossy link with a window of
- * a few packets and no throughput. (A window configured smaller than twice the floor gets
- * half of itself as the floor.)
+ * again from a small window. A loss the responder reported (NAK), or a fast go-back-N, means
+ * the path works but dropped a packet. Whether that was congestion is read from the round
+ * trip, as TCP Veno does: a queue in front of a full link delays every packet before it drops
+ * one, so a loss while SRTT stands well above the smallest round trip measured (the path
+ * without a queue) -- by more than SR_CC_QUEUE_NS and more than that base itself -- halves
+ * the window (Reno's response, so a softrdma flow shares a bottleneck with TCP instead of
+ * crowding it out). A loss at the base round trip is taken for a random one -- on a software
+ * stack that is common (a socket buffer, a scheduler hiccup, injected faults) -- and the window
+ * shrinks by a quarter: halving on every random loss would leave a lossy link with a window of
+ * a few packets and no throughput. Never below SR_CWND_FLOOR. (A window configured smaller
+ * than twice the floor gets half of itself as the floor.)
  */
 #define SR_CWND_FLOOR 16
+#define SR_CC_QUEUE_NS 1000000ull
+
+static bool queue_on_path(const struct sr_qp *qp)
+{
+	uint64_t base = qp->comp.rtt_min_ns, srtt = qp->comp.srtt_ns;
+
+	return base && srtt > base && srtt - base > SR_CC_QUEUE_NS && srtt - base > base;
+}
 
 void sr_cwnd_loss(struct sr_qp *qp, bool timeout)
 {
 	uint32_t half = qp->nic->max_inflight / 2 ? qp->nic->max_inflight / 2 : 1;
 	uint32_t floor = half < SR_CWND_FLOOR ? half : SR_CWND_FLOOR;
+	bool congested;
+	uint32_t cut;
 
 	sr_cwnd(qp);
 	if (sr_psn_lt(qp->comp.psn, qp->req.recover_psn) && !timeout)
 		return;
-	qp->req.ssthresh = qp->req.cwnd * 3 / 4 > floor ? qp->req.cwnd * 3 / 4 : floor;
+	congested = !timeout && queue_on_path(qp);
+	cut = congested ? qp->req.cwnd / 2 : qp->req.cwnd * 3 / 4;
+	qp->req.ssthresh = cut > floor ? cut : floor;
 	qp->req.cwnd = timeout ? (floor < 4 ? floor : 4) : qp->req.ssthresh;
+	sr_stat_inc(&qp->nic->stats, timeout     ? SR_STAT_cwnd_restarts
+				     : congested ? SR_STAT_cwnd_halvings
+						 : SR_STAT_cwnd_cuts);
 	qp->req.ca_acc = 0;
 	qp->req.recover_psn = qp->req.high_psn;
 }
