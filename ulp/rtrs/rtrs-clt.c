@@ -324,8 +324,6 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 		off = r->len + r->usr_len;
 		sge = (struct ibv_sge){ (uintptr_t)data, off + (uint32_t)sizeof(struct rtrs_msg_rdma_write),
 					p->data_mr->lkey };
-		p->st.reqs_write++;
-		p->st.bytes_write += r->len;
 	} else {
 		char *m = c->msg + (size_t)r->id * c->msg_stride;
 		if (usr)
@@ -364,8 +362,6 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 		rdma_off = r->len;
 		sge = (struct ibv_sge){ (uintptr_t)m, r->usr_len + (uint32_t)(sizeof(rd) + sizeof(d)),
 					p->msg_mr->lkey };
-		p->st.reqs_read++;
-		p->st.bytes_read += r->len;
 	}
 	struct ibv_send_wr wr = { .wr_id = r->id, .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
@@ -386,7 +382,14 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 		}
 	}
 	if (rc)
-		return EIO;
+		return EIO;	/* not counted: the request is posted again later (pending) */
+	if (r->dir == RTRS_WRITE) {
+		p->st.reqs_write++;
+		p->st.bytes_write += r->len;
+	} else {
+		p->st.reqs_read++;
+		p->st.bytes_read += r->len;
+	}
 	r->path = p;
 	r->state = REQ_INFLIGHT;
 	p->st.inflight++;
