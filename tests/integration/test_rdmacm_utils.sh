@@ -88,7 +88,9 @@ cm_pair() {
 		srv_rc=$?
 	fi
 	if [ $srv_rc -eq 255 ] || kill -0 "$srv_pid" 2>/dev/null; then
-		kill -TERM "$srv_pid" 2>/dev/null
+		# srv_pid is side_run's background subshell: stop its `timeout` (which stops the
+		# server) too, or the server lives on to its time limit beside the next one
+		kill -TERM "$(sr_prog_pid "$srv_pid")" "$srv_pid" 2>/dev/null
 		wait "$srv_pid" 2>/dev/null
 	fi
 	sr_forget_pid "$srv_pid"
