@@ -13,9 +13,11 @@
 # speaks the IB CM (SOFTRDMA_CM_WIRE=ibcm), the kernel's rdma_cm protocol. Then:
 #  (a) the kernel's rnbd-client maps our rnbd-server's export (/dev/rnbd0 in the guest): data
 #      the host put in the file is read back through it, data written through it with O_DIRECT
-#      is read back equal and is in the server's file after the unmap;
+#      is read back equal and is in the server's file after the unmap; our server's counters
+#      show the kernel's FLUSH executed and no message refused; SIGTERM ends the server (0);
 #  (b) our client (nbdkit + the rnbd plugin) opens the kernel rnbd-server's /dev/ram0: nbdcopy
-#      reads what the guest wrote there, nbdcopy writes what the guest then finds there.
+#      reads what the guest wrote there, nbdcopy --flush writes what the guest then finds
+#      there; the plugin's counters show its FLUSH answered and no IO error.
 # Skips (exit 77) only when the modules cannot be built here: linux-source-6.1 or the guest
 # kernel's headers are not installed (the Makefile's package list has both).
 #
@@ -183,13 +185,21 @@ dd if=/dev/rnbd0 of=/tmp/b.back bs=1M skip=16 count=$MB iflag=direct
 cmp /tmp/b.back /jobs/b.bin && echo READ-OK
 dd if=/jobs/a.bin of=/dev/rnbd0 bs=1M oflag=direct conv=fsync
 dd if=/dev/rnbd0 of=/tmp/a.back bs=1M count=$MB iflag=direct
-cmp /tmp/a.back /jobs/a.bin && echo WRITE-READBACK-OK
-echo normal >/sys/block/rnbd0/rnbd/unmap_device
-echo UNMAPPED"
+cmp /tmp/a.back /jobs/a.bin && echo WRITE-READBACK-OK"
 rc=$?
 secs=$(sr_elapsed "$t")
+# our server's counters while the kernel's session is there (rewritten every 200 ms)
+sleep 1
+cp "$SR_TMP/srv.stats" "$SR_TMP/srv.mapped.stats" 2>/dev/null
+gjob unmap 60 "echo normal >/sys/block/rnbd0/rnbd/unmap_device && echo UNMAPPED" || rc=$?
 if [ "$rc" = 0 ]; then
 	sr_ok "kernel rnbd-client -> our rnbd-server: mapped /dev/rnbd0 ($(grep -o 'size_sectors [0-9]*' "$SHARE/map.out")), read $MB MiB the host wrote, wrote $MB MiB O_DIRECT and read them back equal, unmapped ($secs s)"
+	# the kernel's FLUSH (conv=fsync) arrives as an RTRS READ without descriptor: executed,
+	# and no message of the kernel's client refused
+	sr_expect_grep "our server: the kernel client's session, no message refused" \
+		"^session srk1 .* bad_msgs 0 " "$SR_TMP/srv.mapped.stats"
+	sr_expect_grep "our server: the kernel client's FLUSH executed" \
+		"^device .*disk.img .* flushes [1-9]" "$SR_TMP/srv.mapped.stats"
 else
 	sr_fail "kernel rnbd-client -> our rnbd-server: guest job exit $rc ($secs s)"
 	sr_tail "$SHARE/map.out" 20 >&2
@@ -250,12 +260,15 @@ if gjob fill 60 "dd if=/jobs/c.bin of=/dev/ram0 bs=1M conv=fsync && echo FILLED"
 			sr_tail "$SR_TMP/nbdcopy1.err" >&2
 		fi
 		t=$(date +%s.%N)
-		if timeout 120 nbdcopy "$SR_TMP/d.bin" "$URI" 2>"$SR_TMP/nbdcopy2.err"; then
-			sr_ok "our client: nbdcopy of 16 MiB into the kernel's /dev/ram0 ($(sr_elapsed "$t") s)"
+		if timeout 120 nbdcopy --flush "$SR_TMP/d.bin" "$URI" 2>"$SR_TMP/nbdcopy2.err"; then
+			sr_ok "our client: nbdcopy --flush of 16 MiB into the kernel's /dev/ram0 ($(sr_elapsed "$t") s)"
 		else
 			sr_fail "our client: nbdcopy into the kernel's /dev/ram0 failed"
 			sr_tail "$SR_TMP/nbdcopy2.err" >&2
 		fi
+		sleep 1.2	# the plugin's counters, rewritten while it runs
+		sr_expect_grep "our client: its FLUSH answered by the kernel's server" "^flushes [1-9]" "$SR_TMP/cli.stats"
+		sr_expect_grep "our client: no IO error" "^errors 0$" "$SR_TMP/cli.stats"
 		kill -TERM "$CLI" 2>/dev/null
 		sr_wait_pid "$CLI" 20 >/dev/null
 		sr_forget_pid "$CLI"
