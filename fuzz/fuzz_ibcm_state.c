@@ -24,7 +24,9 @@
  *                   0x04 sender's comm ID := the one the target knows the peer by (and TID); 0x08
  *                   from the stranger; 0x10..0x30 target (newest active id, newest child, UD
  *                   active id, newest UD child); 0x40 a valid rdma_cm REQ / SIDR_REQ for the
- *                   listener (service ID, rdma_cm header, the sender's GID, RC).
+ *                   listener (service ID, rdma_cm header, the sender's GID, RC); 0x80 with
+ *                   softrdma's GRH marker (a softrdma peer: its connections are probed with
+ *                   Get(ClassPortInfo) once established, and ended when the answers stop).
  *   2               the next MAD the CM sent (from QP1), as it is, or with byte b ^= a (a != 0)
  *   3               drop the next MAD the CM sent (lost)
  *   4               time moves forward by (b + 1) << (a % 26) ns; the IB CM's timers run
@@ -46,7 +48,8 @@
  *  - a listener whose count of pending requests is not the number of its children still
  *    waiting for accept / reject (a count that drifts fills the backlog for good, or lets it
  *    overflow);
- *  - a MAD the CM sent that does not decode as a CM MAD;
+ *  - a MAD the CM sent that does not decode as a CM MAD, or with a method its attribute does
+ *    not use (Send; Get / GetResp for ClassPortInfo);
  *  - an rdma_* call that crashes or an rdma_destroy_id that fails.
  */
 #include <arpa/inet.h>
@@ -85,6 +88,7 @@ static int nchildren, nuchildren;
 
 /* What the CM sent to itself, in order (the harness's view of QP1). */
 static struct sr_cm_mad queue[QUEUE];
+static bool queue_sr[QUEUE];	/* it came with softrdma's GRH marker */
 static int qhead, qlen;
 
 static bool verbose;	/* FUZZ_VERBOSE=1: what each record did, the ids' states after it */
@@ -114,10 +118,16 @@ static void pump(int wait_ms)
 		wait_ms = 0;
 		if (rx.ah)
 			ibv_destroy_ah(rx.ah);
-		if (rx.mad.hdr.method != SR_MAD_METHOD_SEND)
-			die("the CM sent a MAD whose method is not Send");
-		if (qlen < QUEUE)
+		/* Send for every CM message; Get / GetResp of ClassPortInfo: the liveness probe */
+		if (rx.mad.hdr.attr_id == SR_CM_ATTR_CLASS_PORT_INFO
+			    ? rx.mad.hdr.method != SR_MAD_METHOD_GET &&
+				      rx.mad.hdr.method != (SR_MAD_METHOD_GET | SR_MAD_METHOD_RESP)
+			    : rx.mad.hdr.method != SR_MAD_METHOD_SEND)
+			die("the CM sent a MAD with a method its attribute does not use");
+		if (qlen < QUEUE) {
+			queue_sr[(qhead + qlen) % QUEUE] = rx.softrdma;
 			queue[(qhead + qlen++) % QUEUE] = rx.mad;
+		}
 	}
 	if (n < 0)
 		die("ibcm_agent_recv");
@@ -125,12 +135,13 @@ static void pump(int wait_ms)
 		die("the CM sent something that is not a CM MAD");
 }
 
-static bool queue_pop(struct sr_cm_mad *m)
+static bool queue_pop(struct sr_cm_mad *m, bool *sr)
 {
 	if (!qlen)
 		pump(5);
 	if (!qlen)
 		return false;
+	*sr = queue_sr[qhead];
 	*m = queue[qhead];
 	qhead = (qhead + 1) % QUEUE;
 	qlen--;
@@ -325,12 +336,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* ---- MADs -------------------------------------------------------------------------------------- */
-static void deliver(const struct sr_cm_mad *m, bool stranger)
+static void deliver(const struct sr_cm_mad *m, bool stranger, bool softrdma)
 {
 	struct ibcm_rx rx;
 
 	memset(&rx, 0, sizeof(rx));
 	rx.mad = *m;
+	rx.softrdma = softrdma;
 	rx.sgid = stranger ? stranger_gid : peer_gid;
 	rx.src_qp = SR_GSI_QPN;
 	rx.ah = ibcm_agent_ah(agent, &rx.sgid);
@@ -403,9 +415,18 @@ static void input_mad(uint8_t a, uint8_t ctl, const uint8_t *body, size_t len)
 		sr_mad_hdr_encode(&h, buf);
 		memcpy(buf + SR_MAD_HDR_LEN, body, len < SR_MAD_DATA_LEN ? len : SR_MAD_DATA_LEN);
 	}
-	/* What the agent hands on: only MADs that decode (fuzz_mad covers the rest). */
-	if (sr_cm_mad_decode(&m, buf, sizeof(buf)))
+	/* What the agent hands on: only MADs that decode, and ClassPortInfo (its header only);
+	 * fuzz_mad covers the rest. */
+	switch (sr_cm_mad_decode(&m, buf, sizeof(buf))) {
+	case 0:
+		break;
+	case SR_MAD_EATTR:
+		if (m.hdr.attr_id == SR_CM_ATTR_CLASS_PORT_INFO)
+			break;
 		return;
+	default:
+		return;
+	}
 	pthread_mutex_lock(&cm.lock);
 	t = target((ctl >> 4) & 3);
 	switch (m.hdr.attr_id) {
@@ -437,26 +458,33 @@ static void input_mad(uint8_t a, uint8_t ctl, const uint8_t *body, size_t len)
 			rdma_request(&m, RDMA_PS_UDP, &uladdr,
 				     (ctl & 0x08) ? &stranger_gid : &peer_gid);
 	}
-	deliver(&m, ctl & 0x08);
+	deliver(&m, ctl & 0x08, ctl & 0x80);
 }
 
 /* The next MAD the CM sent, back to it (b ^= a at byte b, when a != 0). */
 static void loop_back(uint8_t a, uint8_t b)
 {
 	struct sr_cm_mad m;
+	bool sr;
 
-	if (!queue_pop(&m))
+	if (!queue_pop(&m, &sr))
 		return;
 	if (a) {
 		uint8_t buf[SR_MAD_LEN];
+		int rc;
 
-		if (sr_cm_mad_encode(&m, buf))
+		if (m.hdr.attr_id == SR_CM_ATTR_CLASS_PORT_INFO) {
+			memset(buf, 0, sizeof(buf));
+			sr_mad_hdr_encode(&m.hdr, buf);
+		} else if (sr_cm_mad_encode(&m, buf)) {
 			die("a MAD the CM sent does not encode");
+		}
 		buf[b] ^= a;
-		if (sr_cm_mad_decode(&m, buf, sizeof(buf)))
+		rc = sr_cm_mad_decode(&m, buf, sizeof(buf));
+		if (rc && !(rc == SR_MAD_EATTR && m.hdr.attr_id == SR_CM_ATTR_CLASS_PORT_INFO))
 			return;
 	}
-	deliver(&m, false);
+	deliver(&m, false, sr);
 }
 
 /* ---- the application ----------------------------------------------------------------------- */
@@ -629,8 +657,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 			break;
 		case 3: {
 			struct sr_cm_mad m;
+			bool sr;
 
-			queue_pop(&m);
+			queue_pop(&m, &sr);
 			break;
 		}
 		case 4:

@@ -20,8 +20,8 @@
  * rdma_cm's header, IPv4 and IPv6, of each port space; LAP, APR, ClassPortInfo headers).
  * IBCMSTATEDIR: conversations for fuzz_ibcm_state (its input format is in fuzz_ibcm_state.c):
  * loopback connections through every state to the time-wait's end, lost MADs and
- * retransmissions to UNREACHABLE, MRAs, rejects both ways, crossed DREQs, SIDR, and the same
- * messages from a stranger.
+ * retransmissions to UNREACHABLE, MRAs, rejects both ways, crossed DREQs, SIDR, the liveness
+ * probe (Get / GetResp of ClassPortInfo), and the same messages from a stranger.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -899,6 +899,23 @@ static void ibcm_state_seeds(const char *dir)
 	is_rec(IS_APP, APP_DESTROY, 0);
 	is_rec(IS_BACK, 0, 0);
 	is_put(dir, "mutated", n++);
+	/* 9. The liveness probe between softrdma peers: an established loopback connection,
+	 * Get(ClassPortInfo) each second, answered (GetResp), then no answer for 17 s. */
+	is_rec(IS_APP, APP_CONNECT, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ACCEPT, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_APP, APP_ESTABLISH, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_TICK, 23, 255);		/* ~2 s: probes from both ends */
+	is_rec(IS_TICK, 23, 255);
+	for (int i = 0; i < 4; i++)
+		is_rec(IS_BACK, 0, 0);		/* the Gets, then their GetResps */
+	is_rec(IS_TICK, 25, 255);		/* ~8.6 s of silence, twice: ended */
+	is_rec(IS_TICK, 25, 255);
+	is_rec(IS_BACK, 0, 0);
+	is_rec(IS_BACK, 0, 0);
+	is_put(dir, "probe", n++);
 }
 
 int main(int argc, char **argv)
