@@ -63,6 +63,7 @@ struct clt_path {
 	int hb_wait;
 	unsigned int attempts;
 	struct rtrs_path_stats st;
+	char why[160];	/* what made the next path_fail's EIO (printed with it) */
 };
 
 enum { REQ_FREE, REQ_PENDING, REQ_INFLIGHT };
@@ -439,8 +440,10 @@ static void run_done(struct rtrs_clt *c)
 /* Under c->mu: a path failed: tear it down, move its requests, schedule the reconnect. */
 static void path_fail(struct rtrs_clt *c, struct clt_path *p, int err)
 {
-	if (p->state == RTRS_PATH_DEAD || p->state == RTRS_PATH_CLOSED)
+	if (p->state == RTRS_PATH_DEAD || p->state == RTRS_PATH_CLOSED) {
+		p->why[0] = 0;
 		return;
+	}
 	int was = p->state == RTRS_PATH_CONNECTED;
 	/* completions left in the CQs die with them; the test hook's status is kept */
 	for (unsigned int k = 0; k < CLT_MAX_CONS; k++) {
@@ -465,8 +468,9 @@ static void path_fail(struct rtrs_clt *c, struct clt_path *p, int err)
 		p->reconnect_at = rtrs_now_ns() + (d + jitter) * 1000000ull;
 	}
 	if (was)
-		fprintf(stderr, "rtrs-clt: %s: path %s failed (%s)\n", c->name, p->dst_s,
-			strerror(err));
+		fprintf(stderr, "rtrs-clt: %s: path %s failed (%s)%s%s\n", c->name, p->dst_s,
+			strerror(err), p->why[0] ? ": " : "", p->why);
+	p->why[0] = 0;
 	for (uint32_t i = 0; c->reqs && i < c->qd; i++) {
 		struct clt_req *r = &c->reqs[i];
 		if (r->state != REQ_INFLIGHT || r->path != p)
@@ -781,10 +785,15 @@ static int poll_con(struct rtrs_clt *c, struct clt_con *con)
 			if (wc[i].wr_id == CLT_WRID_TEST)
 				c->test_status = (int)wc[i].status;
 			if (wc[i].status != IBV_WC_SUCCESS) {
+				/* said with the path's failure (the flake hunt of test_rtrs_netns
+				 * needs to know which completion failed) */
+				snprintf(p->why, sizeof(p->why),
+					 "con %u: completion %s (wr_id %llu opcode %d vendor_err %u)",
+					 con->cid, ibv_wc_status_str(wc[i].status),
+					 (unsigned long long)wc[i].wr_id, (int)wc[i].opcode,
+					 wc[i].vendor_err);
 				if (getenv("RTRS_DEBUG"))
-					fprintf(stderr, "rtrs-clt: %s: path %s con %u: %s (wr_id %llu opcode %d)\n",
-						c->name, p->dst_s, con->cid, ibv_wc_status_str(wc[i].status),
-						(unsigned long long)wc[i].wr_id, (int)wc[i].opcode);
+					fprintf(stderr, "rtrs-clt: %s: path %s %s\n", c->name, p->dst_s, p->why);
 				path_fail(c, p, EIO);
 				return got;
 			}
@@ -860,6 +869,8 @@ static int poll_con(struct rtrs_clt *c, struct clt_con *con)
 			if (!con->qp)
 				return got;
 			if (post_recv(con, (unsigned int)wc[i].wr_id)) {
+				snprintf(p->why, sizeof(p->why), "con %u: ibv_post_recv: %s", con->cid,
+					 strerror(errno));
 				path_fail(c, p, EIO);
 				return got;
 			}
@@ -901,8 +912,10 @@ static void timers(struct rtrs_clt *c, uint64_t now)
 			p->hb_wait = 1;
 			p->hb_sent_ns = now;
 			p->st.hb_sent++;
-			if (post_imm0(&p->cons[0], rtrs_to_imm(RTRS_HB_MSG_IMM, 0)))
+			if (post_imm0(&p->cons[0], rtrs_to_imm(RTRS_HB_MSG_IMM, 0))) {
+				snprintf(p->why, sizeof(p->why), "heartbeat post: %s", strerror(errno));
 				path_fail(c, p, EIO);
+			}
 		}
 	}
 	/* pending requests: place them, or fail them after fail_timeout_ms */

@@ -855,8 +855,16 @@ rescan:
 					got += poll_con(c, &p->cons[k]);
 			if (!path_of(c, p))
 				goto rescan;
-			if (p->connected && now > p->last_rx_ns && now - p->last_rx_ns > dead_ns)
+			if (p->connected && !p->closing && now > p->last_rx_ns &&
+			    now - p->last_rx_ns > dead_ns) {
+				char d[64];
+				rtrs_addr_str(p->cons[0].id ? rdma_get_peer_addr(p->cons[0].id) : NULL,
+					      d, sizeof(d));
+				fprintf(stderr, "rtrs-srv: session %s path from %s: nothing received for "
+					"%llu ms: path closed\n", p->sess->name, d,
+					(unsigned long long)((now - p->last_rx_ns) / 1000000));
 				CLOSING(p);
+			}
 			if (p->closing) {
 				path_close(c, p);
 				goto rescan;
