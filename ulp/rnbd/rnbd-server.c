@@ -99,7 +99,7 @@ static void usage(FILE *f)
 		   "  --listen ADDR      address to listen on (repeat: one per path; default: all)\n"
 		   "  --hb-interval-ms N RTRS heartbeat interval\n"
 		   "  --always-invalidate 0|1  RTRS chunk keys renewed per request (default 1;\n"
-		   "                     0 serves the kernel's RTRS client: docs/rnbd.md)\n"
+		   "                     0: one key for all chunks, docs/rtrs.md)\n"
 		   "  --port PORT        RTRS port (default %d, the kernel's)\n"
 		   "  --max-io BYTES     largest IO (default: the transport's)\n"
 		   "  --stats FILE       counters, rewritten every second\n", RNBD_RTRS_PORT);

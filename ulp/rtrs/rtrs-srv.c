@@ -55,11 +55,11 @@ struct srv_path {
 	struct ibv_mr *chunk_mr;
 	char *sbuf;		/* INFO_RSP */
 	struct ibv_mr *smr;
-	/* always_invalidate: one type 2 window per chunk, bound on the chunk's IO connection
-	 * (chunk_con), its key renewed after every IO (docs/rtrs.md) */
+	/* always_invalidate: one type 1 window per chunk (first bound on the chunk's IO
+	 * connection, chunk_con), its key renewed after every IO (docs/rtrs.md) */
 	struct ibv_mw **mw;
 	uint32_t *mkey;			/* current key of each chunk's window */
-	uint32_t *inv_payload;		/* IO_REQ waiting for its LOCAL_INV */
+	uint32_t *inv_payload;		/* IO_REQ waiting for its chunk's unbind */
 	uint8_t *inv_busy;
 	struct rtrs_msg_rkey_rsp *rk;	/* RKEY_RSP sent with each response */
 	struct ibv_mr *rkmr;
@@ -306,6 +306,9 @@ static int post_imm(struct srv_con *con, uint32_t imm, struct ibv_send_wr *head)
 }
 
 /* Under c->mu: sends the answer of op on its connection. */
+static int bind_chunk(struct srv_path *p, struct srv_con *con, uint32_t id, uint64_t wr_id,
+		      unsigned int flags, uint32_t len);
+
 static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 {
 	struct srv_sess *s = op->sess;
@@ -348,45 +351,40 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 		wrs[nw++].invalidate_rkey = op->desc[0].key;
 	}
 	uint32_t imm = rtrs_to_io_rsp_imm(op->id, op->err, w_inv);
-	if (p->mw) {
-		/* always_invalidate: the chunk's window (invalidated when the IO came) is bound
-		 * again with a new key, which the answer carries: SEND with immediate of RKEY_RSP */
-		uint32_t nk = ibv_inc_rkey(p->mkey[op->id]);
-		wrs[nw] = (struct ibv_send_wr){ .wr_id = 4, .opcode = IBV_WR_BIND_MW };
-		wrs[nw].bind_mw.mw = p->mw[op->id];
-		wrs[nw].bind_mw.rkey = nk;
-		wrs[nw].bind_mw.bind_info = (struct ibv_mw_bind_info){
-			p->chunk_mr, (uintptr_t)(s->buf + (size_t)op->id * s->chunk), s->chunk,
-			IBV_ACCESS_REMOTE_WRITE };
-		nw++;
-		p->mkey[op->id] = nk;
-		p->st.rkey_renewals++;
-		struct rtrs_msg_rkey_rsp *m = &p->rk[op->id];
-		m->type = RTRS_MSG_RKEY_RSP;
-		m->buf_id = (uint16_t)op->id;
-		m->rkey = nk;
-		sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
-		wrs[nw] = (struct ibv_send_wr){ .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
-						.num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
-						.send_flags = IBV_SEND_SIGNALED,
-						.imm_data = htobe32(imm) };
-		nw++;
-		for (unsigned int i = 0; i + 1 < nw; i++)
-			wrs[i].next = &wrs[i + 1];
-		head = &wrs[0];
-	} else if (nw) {
-		for (unsigned int i = 0; i + 1 < nw; i++)
-			wrs[i].next = &wrs[i + 1];
-		head = &wrs[0];
-	}
 	if (op->err)
 		p->st.errors++;
 	p->st.inflight--;
-	int perr;
+	int perr = 0;
 	if (p->mw) {
+		/* always_invalidate: the data WRITEs go first; then the chunk's window
+		 * (unbound when the IO came) is bound again, with the next key, which the answer
+		 * carries: SEND with immediate of RKEY_RSP (one QP: executed in this order) */
 		struct ibv_send_wr *bad;
-		perr = ibv_post_send(op->con->qp, head, &bad);
+		for (unsigned int i = 0; i + 1 < nw; i++)
+			wrs[i].next = &wrs[i + 1];
+		if (nw)
+			perr = ibv_post_send(op->con->qp, &wrs[0], &bad);
+		if (!perr)
+			perr = bind_chunk(p, op->con, op->id, 4, 0, s->chunk);
+		if (!perr) {
+			p->st.rkey_renewals++;
+			struct rtrs_msg_rkey_rsp *m = &p->rk[op->id];
+			m->type = RTRS_MSG_RKEY_RSP;
+			m->buf_id = (uint16_t)op->id;
+			m->rkey = p->mkey[op->id];
+			sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
+			struct ibv_send_wr w = { .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
+						 .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+						 .send_flags = IBV_SEND_SIGNALED,
+						 .imm_data = htobe32(imm) };
+			perr = ibv_post_send(op->con->qp, &w, &bad);
+		}
 	} else {
+		if (nw) {
+			for (unsigned int i = 0; i + 1 < nw; i++)
+				wrs[i].next = &wrs[i + 1];
+			head = &wrs[0];
+		}
 		perr = post_imm(op->con, imm, head);
 	}
 	if (perr)
@@ -485,15 +483,34 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 	return 0;
 }
 
-/* always_invalidate: chunk id's window is bound on IO connection chunk_con (a type 2 window
- * serves only the QP that bound it); the client sends chunk id's requests there. */
+/* always_invalidate: chunk id's first bind is posted on IO connection chunk_con (spreading
+ * them); the window is a type 1 one, bound to the PD: every connection of the path reaches
+ * it, as the kernel's client needs (admin requests on connection 0, IO on its CPU's). */
 static unsigned int chunk_con(const struct srv_path *p, uint32_t id)
 {
 	return 1 + id % (p->cid_num - 1);
 }
 
+/* Binds chunk id's window on con's QP (ibv_bind_mw: a type 1 window gets the next key at
+ * once) over len bytes of the chunk (0: unbound, the old key dead); p->mkey[id] is the new
+ * key. Nonzero: the post failed. */
+static int bind_chunk(struct srv_path *p, struct srv_con *con, uint32_t id, uint64_t wr_id,
+		      unsigned int flags, uint32_t len)
+{
+	struct srv_sess *s = p->sess;
+	struct ibv_mw_bind b = { .wr_id = wr_id, .send_flags = flags };
+
+	b.bind_info = (struct ibv_mw_bind_info){
+		p->chunk_mr, (uintptr_t)(s->buf + (size_t)id * s->chunk), len,
+		len ? IBV_ACCESS_REMOTE_WRITE : 0 };
+	if (ibv_bind_mw(con->qp, p->mw[id], &b))
+		return 1;
+	p->mkey[id] = p->mw[id]->rkey;
+	return 0;
+}
+
 /* Under c->mu, always_invalidate: an IO_REQ arrived. The chunk's key is invalidated first
- * (LOCAL_INV); the request is read and checked only once that completes, so the client can
+ * (unbound: a bind of length 0); the request is read and checked only once that completes, so the client can
  * no longer change the chunk under the server. Nonzero: the path must close. */
 static int io_req_inv(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t payload)
 {
@@ -501,18 +518,12 @@ static int io_req_inv(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t payl
 	struct srv_sess *s = p->sess;
 	uint32_t id = payload >> rtrs_mem_bits(s->qd);
 
-	if (con->cid == 0)
-		return path_bad(c, p, "IO on the service connection"), 1;
 	if (id >= s->qd)
 		return path_bad(c, p, "chunk id >= queue depth"), 1;
-	if (con->cid != chunk_con(p, id))
-		return path_bad(c, p, "chunk on another connection than its window's"), 1;
 	if (p->inv_busy[id])
 		return path_bad(c, p, "chunk already being invalidated"), 1;
-	struct ibv_send_wr wr = { .wr_id = SRV_WRID_INV | id, .opcode = IBV_WR_LOCAL_INV,
-				  .send_flags = IBV_SEND_SIGNALED,
-				  .invalidate_rkey = p->mkey[id] }, *bad;
-	if (ibv_post_send(con->qp, &wr, &bad))
+	/* a type 1 window is invalidated by a bind of length 0 (its key moves on) */
+	if (bind_chunk(p, con, id, SRV_WRID_INV | id, IBV_SEND_SIGNALED, 0))
 		return 1;
 	p->inv_busy[id] = 1;
 	p->inv_payload[id] = payload;
@@ -528,17 +539,8 @@ static int post_first_binds(struct srv_path *p, struct srv_con *con)
 	for (uint32_t i = 0; i < s->qd; i++) {
 		if (chunk_con(p, i) != con->cid)
 			continue;
-		uint32_t nk = ibv_inc_rkey(p->mkey[i]);
-		struct ibv_send_wr wr = { .wr_id = SRV_WRID_BIND | i, .opcode = IBV_WR_BIND_MW,
-					  .send_flags = IBV_SEND_SIGNALED }, *bad;
-		wr.bind_mw.mw = p->mw[i];
-		wr.bind_mw.rkey = nk;
-		wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
-			p->chunk_mr, (uintptr_t)(s->buf + (size_t)i * s->chunk), s->chunk,
-			IBV_ACCESS_REMOTE_WRITE };
-		if (ibv_post_send(con->qp, &wr, &bad))
+		if (bind_chunk(p, con, i, SRV_WRID_BIND | i, IBV_SEND_SIGNALED, s->chunk))
 			return EIO;
-		p->mkey[i] = nk;
 	}
 	return 0;
 }
@@ -757,7 +759,7 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 						     IBV_ACCESS_LOCAL_WRITE);
 			werr |= !p->rkmr;
 			for (uint32_t i = 0; !werr && i < s->qd; i++) {
-				p->mw[i] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_2);
+				p->mw[i] = ibv_alloc_mw(p->pd, IBV_MW_TYPE_1);
 				if (!p->mw[i]) {
 					werr = 1;
 					break;
@@ -780,7 +782,7 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 	con->path = p;
 	con->cid = rq.cid;
 	unsigned int nrecv = rq.cid ? s->qd + 8 : SRV_SVC_RECVS;
-	/* per request: its data WRITEs, SEND with invalidate, bind, answer; LOCAL_INV */
+	/* per request: its data WRITEs, SEND with invalidate, bind, answer; unbind */
 	unsigned int nsend = rq.cid ? s->qd * (SRV_MAX_DESC + 4) + 16 : 64;
 	struct ibv_comp_channel *ch = ctx_cch(c, id->verbs);
 	con->cq = ch ? ibv_create_cq(id->verbs, (int)(nrecv + nsend), con, ch, 0) : NULL;

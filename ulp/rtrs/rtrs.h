@@ -210,7 +210,7 @@ struct rtrs_srv_opts {
 	uint32_t queue_depth;		/* 512 chunks per session; 1..65535 */
 	uint32_t max_hdr_size;		/* user header limit sent in CON_RSP: 4096 */
 	int always_invalidate;		/* 1 (default): each chunk is reachable through a
-					 * type 2 memory window whose key is invalidated
+					 * type 1 memory window whose key is invalidated
 					 * when an IO arrives and renewed with the answer;
 					 * clients register each READ buffer in a window
 					 * the server invalidates (docs/rtrs.md). 0: one
