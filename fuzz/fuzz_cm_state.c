@@ -97,6 +97,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct sockaddr_in any = { .sin_family = AF_INET };
 	socklen_t l = sizeof(peer);
 
+	setenv("SOFTRDMA_CM_WIRE", "private", 1);	/* the private protocol is what it fuzzes */
 	setenv("SOFTRDMA_DIRECT", "0", 1);
 	setenv("SOFTRDMA_LOG", "error", 1);
 	setenv("SOFTRDMA_STATS_DIR", "/tmp", 0);

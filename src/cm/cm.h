@@ -152,9 +152,9 @@ struct cm_id {
 	 * SRQ flag wait here for it. */
 	bool ib_resolving, ib_srq;
 	/* Liveness of a softrdma peer's process (drive.c, "probe"): its MADs carry softrdma's
-	 * GRH marker; Get(ClassPortInfo) to its QP1 every second once established, answered at
-	 * once; after one answer, 5 s without another end the connection. */
-	bool peer_sr, probe_ok;
+	 * GRH marker; Get(ClassPortInfo) to its QP1 at once and every second once established,
+	 * answered at once; 5 s without an answer end the connection. */
+	bool peer_sr;
 	uint64_t ib_heard_ms, ib_probe_ms;
 	uint8_t ib_pdata_len;
 	uint8_t ib_pdata[CM_PDATA_MAX];

@@ -555,8 +555,9 @@ static uint32_t mad_remote_id(const struct sr_cm_mad *m)
  * sends the peer's QP1 a Get(ClassPortInfo) of the CM class every second (IBA 13.4.8.1: every
  * class answers it, so this is a standard management ping, not a private message; a kernel
  * peer, never probed, would answer it too), the TID naming the connection; the peer's CM
- * answers with GetResp at once. Once one answer came, 5 s without another end the
- * connection as the private protocol's probe does: QP to ERR, DISCONNECTED.
+ * answers with GetResp at once. 5 s without an answer end the connection as the private
+ * protocol's probe does: QP to ERR, DISCONNECTED. (Not "armed by a first answer": a peer
+ * SIGKILLed before it answered one, under load, was then never noticed.)
  */
 #define IBCM_PROBE_MS 1000
 #define IBCM_DEAD_MS 5000
@@ -598,7 +599,6 @@ static void on_class_port_info(struct cm_dev *d, struct ibcm_rx *rx)
 		if (i->ibcm && i->dev == d && i->local_id == (uint32_t)h->tid &&
 		    i->state == CM_ESTABLISHED && gid_ip_eq(i->peer_gid.raw, rx->sgid.raw)) {
 			i->ib_heard_ms = now_ns() / 1000000;
-			i->probe_ok = true;
 			return;
 		}
 	}
@@ -611,12 +611,10 @@ static uint64_t probe(struct cm_id *id, uint64_t now)
 	uint64_t ms = now / 1000000;
 
 	if (!id->ib_probe_ms) {
-		/* the first probe at once: its answer arms the check (a peer that never answers
-		 * one, such as a softrdma without this probe, is never ended by it) */
-		id->ib_probe_ms = ms;
+		id->ib_probe_ms = ms;	/* the first probe at once */
 		id->ib_heard_ms = ms;
 	}
-	if (id->probe_ok && ms - id->ib_heard_ms > IBCM_DEAD_MS) {
+	if (ms - id->ib_heard_ms > IBCM_DEAD_MS) {
 		cm_count("cm_timeouts");
 		ended(id, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, true);
 		return UINT64_MAX;
