@@ -263,6 +263,13 @@ static void check_choices(void)
 	p.src.ss_family = AF_INET;
 	CHECK_EQ(ibcm_rdma_req_build(&req, &p), -EINVAL);
 	p.src.ss_family = AF_INET6;
+	/* a path MTU that names no MTU (0, 6..15) is refused with REJ reason 26 */
+	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
+	for (unsigned mtu = 0; mtu < 16; mtu++) {
+		req.path_mtu = (uint8_t)mtu;
+		CHECK_EQ(ibcm_rdma_req_parse(&req, &q), 0);
+		CHECK_EQ(ibcm_rdma_req_check(&q), mtu >= 1 && mtu <= 5 ? 0 : 26);
+	}
 	/* not rdma_cm's: another service ID prefix, an unknown port space, a bad header */
 	CHECK_EQ(ibcm_rdma_req_build(&req, &p), 0);
 	req.service_id |= 1ull << 40;

@@ -373,6 +373,13 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ, SR_CM_REJ_INVALID_GID);
 		return;
 	}
+	int why = ibcm_rdma_req_check(&p);
+
+	if (why) {
+		cm_count("cm_drop_malformed");
+		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ, (uint16_t)why);
+		return;
+	}
 	uint16_t port = (uint16_t)r->service_id;
 
 	l = find_listener(d, p.ps, port);

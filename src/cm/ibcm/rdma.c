@@ -217,6 +217,13 @@ int ibcm_rdma_req_parse(const struct sr_cm_req *req, struct ibcm_rdma_conn *p)
 	return 0;
 }
 
+int ibcm_rdma_req_check(const struct ibcm_rdma_conn *p)
+{
+	if (p->mtu < IBV_MTU_256 || p->mtu > IBV_MTU_4096)
+		return SR_CM_REJ_INVALID_MTU;
+	return 0;
+}
+
 int ibcm_rdma_rep_build(struct sr_cm_rep *rep, const struct ibcm_rdma_conn *p)
 {
 	if (p->pdata_len > SR_CM_REP_PDATA || (p->pdata_len && !p->pdata))

@@ -67,6 +67,14 @@ int ibcm_rdma_req_build(struct sr_cm_req *req, const struct ibcm_rdma_conn *p);
 int ibcm_rdma_req_parse(const struct sr_cm_req *req, struct ibcm_rdma_conn *p);
 
 /*
+ * What a parsed REQ asks of the QP that the passive side cannot give: 0 when nothing, else the
+ * IBA REJ reason (table 112). The path MTU is a 4-bit field of which only 1..5 (256..4096) name
+ * an MTU; any other value would reach ibv_modify_qp as an enum ibv_mtu that does not exist, so
+ * such a REQ is rejected with reason 26 (invalid path MTU) before an id is made for it.
+ */
+int ibcm_rdma_req_check(const struct ibcm_rdma_conn *p);
+
+/*
  * The passive side's REP (IBA 12.6.8) from its QP: QPN, the PSN it expects to receive, depths,
  * RNR retry count, SRQ, CA GUID, target ACK delay, and the user's private data (no rdma_cm
  * header). 0, or -EINVAL (private data over 196 bytes). Parse: the same fields back (pdata
