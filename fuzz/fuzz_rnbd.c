@@ -91,7 +91,10 @@ static void server(int dir, const uint8_t *usr, size_t usrlen, uint32_t datalen,
 		/* READ fills bi_size bytes of the buffer, WRITE writes bi_size bytes from it */
 		if (r.op == RNBD_OP_READ && (dir != RNBD_DIR_READ || datalen != r.bi_size))
 			BUG("READ of %u bytes accepted into %u bytes (dir %d)", r.bi_size, datalen, dir);
-		if (r.op != RNBD_OP_READ && (dir != RNBD_DIR_WRITE || datalen != (r.op == RNBD_OP_WRITE ? r.bi_size : 0)))
+		/* FLUSH may come as an RTRS READ too (the kernel's client), always without data */
+		if (r.op != RNBD_OP_READ &&
+		    ((dir != RNBD_DIR_WRITE && !(r.op == RNBD_OP_FLUSH && dir == RNBD_DIR_READ)) ||
+		     datalen != (r.op == RNBD_OP_WRITE ? r.bi_size : 0)))
 			BUG("%s of %u bytes accepted with %u bytes of data (dir %d)", rnbd_op_str(r.op),
 			    r.bi_size, datalen, dir);
 		rnbd_enc_io(&m, r.device_id, r.sector, r.op | r.flags, r.bi_size, r.prio);

@@ -200,8 +200,8 @@ static void io_req(const uint8_t *d, size_t n)
 	if (!why) {
 		uint64_t lo = (uint64_t)io.id * c->chunk, hi = lo + c->chunk;
 
-		if (cid == 0)
-			BUG("IO accepted on the service connection");
+		/* any connection may carry IO: the kernel's client sends its admin requests on the
+		 * service connection (cid 0), so that is no longer refused */
 		if (io.id >= c->qd)
 			BUG("chunk %u of %u accepted", io.id, c->qd);
 		if (io.usr_len > io.off || io.usr_len > c->max_hdr)
@@ -216,7 +216,10 @@ static void io_req(const uint8_t *d, size_t n)
 		} else if (io.dir == RTRS_READ) {
 			uint64_t sum = 0;
 
-			if (io.sg_cnt < 1 || io.sg_cnt > RTRS_SRV_MAX_DESC ||
+			/* no descriptor (the kernel's FLUSH) only without NEED_INVAL: no key to kill */
+			if (io.sg_cnt == 0 && (io.flags & RTRS_MSG_NEED_INVAL_F))
+				BUG("READ NEED_INVAL without descriptor accepted");
+			if (io.sg_cnt > RTRS_SRV_MAX_DESC ||
 			    (uint64_t)io.off + sizeof(struct rtrs_msg_rdma_read) +
 					    (uint64_t)io.sg_cnt * sizeof(struct rtrs_sg_desc) > c->chunk)
 				BUG("READ: %u descriptors at %u of a %u-byte chunk", io.sg_cnt, io.off,
