@@ -972,58 +972,30 @@ static void arm_all(struct rtrs_clt *c)
 static void *clt_thread(void *arg)
 {
 	struct rtrs_clt *c = arg;
-	uint64_t last_stats = 0, last_fds = 0, busy_until = 0;
-	int64_t spin_ns = c->o.poll_us < 0 ? -1 : (int64_t)c->o.poll_us * 1000;
-	struct rtrs_spin sp = { 0 };
+	uint64_t last_stats = 0;
+	struct rtrs_loop lp;
 
+	rtrs_loop_init(&lp, c->o.poll_us);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		uint64_t now = rtrs_now_ns();
-		int spin = spin_ns < 0 || (spin_ns > 0 && now < busy_until && now >= sp.backoff_until);
-		if (spin && spin_ns > 0 && now - last_fds >= 1000000ull)
-			rtrs_spin_check(&sp, now);	/* may start a back-off: polls once more */
-		if (!spin)
-			sp.win_wall = 0;
-		if (!spin || now - last_fds >= 1000000ull) {
+		int look, spin = rtrs_loop_begin(&lp, rtrs_now_ns(), &look);
+		if (look) {
 			int timeout = 0;
 			if (!spin) {
 				/* arm, then look once more: what completed before the arm
 				 * made no event */
 				arm_all(c);
 				if (poll_all(c)) {
-					busy_until = now + (uint64_t)spin_ns;
+					rtrs_loop_busy(&lp, 1);
 				} else if (!c->done_head) {
 					unsigned int tick = c->o.hb_interval_ms / 4;
 					timeout = tick < 5 ? 5 : tick > 50 ? 50 : (int)tick;
 				}
 			}
-			struct pollfd pf[2 + CLT_MAX_PATHS];
-			int n = 0;
-			pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
-			pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
-			int ncch = c->ncch;
-			for (int i = 0; i < ncch; i++)
-				pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
-			pthread_mutex_unlock(&c->mu);
-			poll(pf, (nfds_t)n, timeout);
-			pthread_mutex_lock(&c->mu);
-			last_fds = rtrs_now_ns();
-			if (pf[1].revents & POLLIN) {
-				uint64_t v;
-				if (read(c->efd, &v, sizeof(v)) < 0) {
-				}
-			}
-			if (pf[0].revents & POLLIN)
+			if (rtrs_loop_wait(&lp, &c->mu, c->ech->fd, c->efd, c->cch, c->ncch, timeout,
+					   NULL))
 				handle_cm(c);
-			for (int i = 0; i < ncch; i++) {
-				struct ibv_cq *cq;
-				void *cctx;
-				if (!(pf[2 + i].revents & POLLIN))
-					continue;
-				while (!ibv_get_cq_event(c->cch[i], &cq, &cctx))
-					ibv_ack_cq_events(cq, 1);
-			}
-			now = last_fds;
+			uint64_t now = lp.last_fds;
 			timers(c, now);
 			if (c->stats_dir[0] && now - last_stats > 1000000000ull) {
 				last_stats = now;
@@ -1031,8 +1003,7 @@ static void *clt_thread(void *arg)
 			}
 		}
 		/* every CQ: notifications are per CQ and may be coalesced */
-		if (poll_all(c) && spin_ns > 0)
-			busy_until = rtrs_now_ns() + (uint64_t)spin_ns;
+		rtrs_loop_busy(&lp, poll_all(c));
 		run_done(c);
 		if (spin && (c->lock_waiters || (c->permit_waiters && c->nfree))) {
 			pthread_mutex_unlock(&c->mu);

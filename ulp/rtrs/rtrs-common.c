@@ -2,6 +2,7 @@
 /* Addresses and the counters file, shared by the RTRS client and server. */
 #include "rtrs-common.h"
 
+#include <poll.h>
 #include <sched.h>
 
 #include <arpa/inet.h>
@@ -135,4 +136,68 @@ void rtrs_yield_while(volatile int *waiters, uint64_t ns)
 	uint64_t t0 = rtrs_now_ns();
 	while (__atomic_load_n(waiters, __ATOMIC_ACQUIRE) > 0 && rtrs_now_ns() - t0 < ns)
 		sched_yield();
+}
+
+void rtrs_loop_init(struct rtrs_loop *l, int poll_us)
+{
+	memset(l, 0, sizeof(*l));
+	l->spin_ns = poll_us < 0 ? -1 : (int64_t)poll_us * 1000;
+}
+
+int rtrs_loop_begin(struct rtrs_loop *l, uint64_t now, int *look)
+{
+	int spin = l->spin_ns < 0 ||
+		   (l->spin_ns > 0 && now < l->busy_until && now >= l->sp.backoff_until);
+	int ms = now - l->last_fds >= 1000000ull;
+
+	if (spin && l->spin_ns > 0 && ms)
+		rtrs_spin_check(&l->sp, now);	/* may start a back-off: polls once more */
+	if (!spin)
+		l->sp.win_wall = 0;
+	*look = !spin || ms;
+	return spin;
+}
+
+void rtrs_loop_busy(struct rtrs_loop *l, int got)
+{
+	if (got && l->spin_ns > 0)
+		l->busy_until = rtrs_now_ns() + (uint64_t)l->spin_ns;
+}
+
+#define RTRS_LOOP_MAX_CCH 16
+int rtrs_loop_wait(struct rtrs_loop *l, pthread_mutex_t *mu, int cm_fd, int efd,
+		   struct ibv_comp_channel *const *cch, int ncch, int timeout, int *sleeping)
+{
+	struct pollfd pf[2 + RTRS_LOOP_MAX_CCH];
+	int n = 0;
+
+	if (ncch > RTRS_LOOP_MAX_CCH)
+		ncch = RTRS_LOOP_MAX_CCH;
+	pf[n++] = (struct pollfd){ cm_fd, POLLIN, 0 };
+	pf[n++] = (struct pollfd){ efd, POLLIN, 0 };
+	for (int i = 0; i < ncch; i++)
+		pf[n++] = (struct pollfd){ cch[i]->fd, POLLIN, 0 };
+	if (sleeping)
+		*sleeping = timeout > 0;
+	pthread_mutex_unlock(mu);
+	poll(pf, (nfds_t)n, timeout);
+	pthread_mutex_lock(mu);
+	if (sleeping)
+		*sleeping = 0;
+	l->last_fds = rtrs_now_ns();
+	if (pf[1].revents & POLLIN) {
+		uint64_t v;
+		if (read(efd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: another look took it */
+		}
+	}
+	for (int i = 0; i < ncch; i++) {
+		struct ibv_cq *cq;
+		void *cctx;
+		if (!(pf[2 + i].revents & POLLIN))
+			continue;
+		while (!ibv_get_cq_event(cch[i], &cq, &cctx))
+			ibv_ack_cq_events(cq, 1);
+	}
+	return !!(pf[0].revents & POLLIN);
 }

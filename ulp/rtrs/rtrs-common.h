@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -78,6 +79,32 @@ static inline void rtrs_spin_check(struct rtrs_spin *s, uint64_t now)
 	s->win_wall = now;
 	s->win_cpu = cpu;
 }
+
+/*
+ * The event loop both sides' threads run (docs/rtrs.md, "Polling, then sleeping"): poll the
+ * CQs while completions come and for poll_us after the last one, looking at the fds (CM
+ * channel, eventfd, completion channels) every millisecond meanwhile; otherwise arm the CQs
+ * and sleep on the fds. The caller holds its lock around every call; rtrs_loop_wait drops it
+ * for the poll() only.
+ */
+struct rtrs_loop {
+	int64_t spin_ns;	/* -1: busy-poll, never sleep; 0: sleep after every pass */
+	uint64_t busy_until;	/* polling until then (the last completion + spin_ns) */
+	uint64_t last_fds;	/* the last look at the fds */
+	struct rtrs_spin sp;
+};
+void rtrs_loop_init(struct rtrs_loop *l, int poll_us);
+/* The start of a pass at now: whether it polls (1) or is to arm and sleep (0); *look: whether
+ * it looks at the fds (always before a sleep, else once a millisecond). */
+int rtrs_loop_begin(struct rtrs_loop *l, uint64_t now, int *look);
+/* got completions (or answers) were taken: polling goes on for spin_ns from now. */
+void rtrs_loop_busy(struct rtrs_loop *l, int got);
+/* poll() on the CM channel's fd, the eventfd and the completion channels for up to timeout ms
+ * (0: a look), with mu released and *sleeping set meanwhile (when not NULL, and timeout > 0);
+ * then drains the eventfd and the channels' events (acknowledged: nothing is left unacked for
+ * a CQ the caller destroys next). Returns whether the CM channel has events to read. */
+int rtrs_loop_wait(struct rtrs_loop *l, pthread_mutex_t *mu, int cm_fd, int efd,
+		   struct ibv_comp_channel *const *cch, int ncch, int timeout, int *sleeping);
 
 /* "HOST:PORT", "[V6]:PORT", ":PORT", "HOST" -> sockaddr (numeric or resolved). */
 int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive);

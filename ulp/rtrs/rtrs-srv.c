@@ -392,6 +392,19 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 	free(op);
 }
 
+/* Under c->mu: op answered with err (an errno, either sign), queued for the event thread. */
+static void respq_push(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op, int err)
+{
+	op->answered = 1;
+	op->err = err < 0 ? -err : err;
+	op->qnext = NULL;
+	if (c->respq_tail)
+		c->respq_tail->qnext = op;
+	else
+		c->respq = op;
+	c->respq_tail = op;
+}
+
 int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 {
 	if (!op)
@@ -404,15 +417,8 @@ int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 		pthread_mutex_unlock(&c->mu);
 		return EINVAL;
 	}
-	op->answered = 1;
-	op->err = errno_ < 0 ? -errno_ : errno_;
+	respq_push(c, op, errno_);
 	int ret = op->path ? 0 : ENOTCONN;
-	op->qnext = NULL;
-	if (c->respq_tail)
-		c->respq_tail->qnext = op;
-	else
-		c->respq = op;
-	c->respq_tail = op;
 	int wake = c->sleeping;	/* a polling loop takes the queue without being woken */
 	pthread_mutex_unlock(&c->mu);
 	uint64_t one = 1;
@@ -466,20 +472,8 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 	int r = c->ops.rdma_ev((struct rtrs_srv_sess *)s, s->priv, op, op->dir, data, op->datalen,
 			       op->usr, usr_len);
 	pthread_mutex_lock(&c->mu);
-	if (r) {
-		{
-			if (!op->answered) {
-				op->answered = 1;
-				op->err = r < 0 ? -r : r;
-				op->qnext = NULL;
-				if (c->respq_tail)
-					c->respq_tail->qnext = op;
-				else
-					c->respq = op;
-				c->respq_tail = op;
-			}
-		}
-	}
+	if (r && !op->answered)
+		respq_push(c, op, r);
 	return 0;
 }
 
@@ -875,6 +869,50 @@ rescan:
 	return got;
 }
 
+/* Under c->mu: the CM channel's events (connection requests, establishment, disconnects). */
+static void handle_cm(struct rtrs_srv_ctx *c)
+{
+	struct rdma_cm_event *ev;
+
+	while (!rdma_get_cm_event(c->ech, &ev)) {
+		struct rdma_cm_event e = *ev;
+		char pd[256];
+		size_t plen = ev->param.conn.private_data_len;
+		if (plen > sizeof(pd))
+			plen = sizeof(pd);
+		if (ev->param.conn.private_data)
+			memcpy(pd, ev->param.conn.private_data, plen);
+		else
+			plen = 0;
+		rdma_ack_cm_event(ev);
+		struct srv_con *con = e.id->context;
+		if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			on_connect_request(c, e.id, pd, plen);
+			continue;
+		}
+		if (!con || con->id != e.id)
+			continue;
+		struct srv_path *p = con->path;
+		if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
+			con->established = 1;
+			if (p->mw && con->cid && post_first_binds(p, con))
+				CLOSING(p);
+			if (++p->nest == p->cid_num) {
+				/* the session is up once INFO_REQ names it (poll_con) */
+				p->connected = 1;
+				p->st.state = RTRS_PATH_CONNECTED;
+				rtrs_addr_str(rdma_get_local_addr(e.id), p->st.src, sizeof(p->st.src));
+				rtrs_addr_str(rdma_get_peer_addr(e.id), p->st.dst, sizeof(p->st.dst));
+			}
+		} else if (e.event == RDMA_CM_EVENT_DISCONNECTED ||
+			   e.event == RDMA_CM_EVENT_CONNECT_ERROR ||
+			   e.event == RDMA_CM_EVENT_UNREACHABLE || e.event == RDMA_CM_EVENT_REJECTED ||
+			   e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+			CLOSING(p);
+		}
+	}
+}
+
 /*
  * The context's thread. As the client's (rtrs-clt.c, clt_thread): it polls every CQ while
  * completions come and for o.poll_us after the last one, then arms the CQs and sleeps in
@@ -885,20 +923,15 @@ rescan:
 static void *srv_thread(void *arg)
 {
 	struct rtrs_srv_ctx *c = arg;
-	uint64_t last_stats = 0, last_fds = 0, busy_until = 0;
-	int64_t spin_ns = c->o.poll_us < 0 ? -1 : (int64_t)c->o.poll_us * 1000;
-	struct rtrs_spin sp = { 0 };
+	uint64_t last_stats = 0;
+	struct rtrs_loop lp;
 
+	rtrs_loop_init(&lp, c->o.poll_us);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		uint64_t now = rtrs_now_ns();
-		int spin = spin_ns < 0 || (spin_ns > 0 && now < busy_until && now >= sp.backoff_until);
-		if (spin && spin_ns > 0 && now - last_fds >= 1000000ull)
-			rtrs_spin_check(&sp, now);	/* may start a back-off: polls once more */
-		if (!spin)
-			sp.win_wall = 0;
+		int look, spin = rtrs_loop_begin(&lp, rtrs_now_ns(), &look);
 		int got = 0;
-		if (!spin || now - last_fds >= 1000000ull) {
+		if (look) {
 			int timeout = 0;
 			if (!spin) {
 				/* arm, then look once more: what completed before the arm
@@ -908,85 +941,9 @@ static void *srv_thread(void *arg)
 				if (!got && !c->respq)
 					timeout = 100;
 			}
-			struct pollfd pf[2 + 8];
-			int n = 0;
-			pf[n++] = (struct pollfd){ c->ech->fd, POLLIN, 0 };
-			pf[n++] = (struct pollfd){ c->efd, POLLIN, 0 };
-			int ncch = c->ncch;
-			for (int i = 0; i < ncch; i++)
-				pf[n++] = (struct pollfd){ c->cch[i]->fd, POLLIN, 0 };
-			c->sleeping = timeout > 0;
-			pthread_mutex_unlock(&c->mu);
-			poll(pf, (nfds_t)n, timeout);
-			pthread_mutex_lock(&c->mu);
-			c->sleeping = 0;
-			last_fds = rtrs_now_ns();
-			if (pf[0].revents & POLLIN) {
-				struct rdma_cm_event *ev;
-				while (!rdma_get_cm_event(c->ech, &ev)) {
-					struct rdma_cm_event e = *ev;
-					char pd[256];
-					size_t plen = ev->param.conn.private_data_len;
-					if (plen > sizeof(pd))
-						plen = sizeof(pd);
-					if (ev->param.conn.private_data)
-						memcpy(pd, ev->param.conn.private_data, plen);
-					else
-						plen = 0;
-					rdma_ack_cm_event(ev);
-					struct srv_con *con = e.id->context;
-					if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-						on_connect_request(c, e.id, pd, plen);
-					} else if (con && con->id == e.id) {
-						struct srv_path *p = con->path;
-						if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
-							con->established = 1;
-							if (p->mw && con->cid && post_first_binds(p, con))
-								CLOSING(p);
-							if (++p->nest == p->cid_num) {
-								p->connected = 1;
-								p->st.state = RTRS_PATH_CONNECTED;
-								rtrs_addr_str(rdma_get_local_addr(e.id), p->st.src, sizeof(p->st.src));
-								rtrs_addr_str(rdma_get_peer_addr(e.id), p->st.dst, sizeof(p->st.dst));
-								struct srv_sess *s = p->sess;
-								if (0) {
-									s->up = 1;
-									int r = 0;
-									if (c->ops.link_ev) {
-										pthread_mutex_unlock(&c->mu);
-										r = c->ops.link_ev((struct rtrs_srv_sess *)s,
-												   RTRS_SRV_LINK_EV_CONNECTED, c->o.priv);
-										pthread_mutex_lock(&c->mu);
-									}
-									if (r && path_of(c, p))
-										CLOSING(p);
-								}
-							}
-						} else if (e.event == RDMA_CM_EVENT_DISCONNECTED ||
-							   e.event == RDMA_CM_EVENT_CONNECT_ERROR ||
-							   e.event == RDMA_CM_EVENT_UNREACHABLE ||
-							   e.event == RDMA_CM_EVENT_REJECTED ||
-							   e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-							CLOSING(p);
-						}
-					}
-					if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST || !c->ech)
-						continue;
-				}
-			}
-			for (int i = 0; i < ncch; i++) {
-				struct ibv_cq *cq;
-				void *cctx;
-				if (!(pf[2 + i].revents & POLLIN))
-					continue;
-				while (!ibv_get_cq_event(c->cch[i], &cq, &cctx))
-					ibv_ack_cq_events(cq, 1);
-			}
-			if (pf[1].revents & POLLIN) {
-				uint64_t v;
-				if (read(c->efd, &v, sizeof(v)) < 0) {
-				}
-			}
+			if (rtrs_loop_wait(&lp, &c->mu, c->ech->fd, c->efd, c->cch, c->ncch, timeout,
+					   &c->sleeping))
+				handle_cm(c);
 		}
 		/* answers */
 		while (c->respq) {
@@ -1010,9 +967,8 @@ static void *srv_thread(void *arg)
 			}
 		}
 		got += srv_pass(c);
-		if (got && spin_ns > 0)
-			busy_until = rtrs_now_ns() + (uint64_t)spin_ns;
-		now = rtrs_now_ns();
+		rtrs_loop_busy(&lp, got);
+		uint64_t now = rtrs_now_ns();
 		if (now - last_stats > 1000000000ull && c->stats_dir[0]) {
 			last_stats = now;
 			struct rtrs_path_stats st[64];
