@@ -25,8 +25,13 @@
  *                   from the stranger; 0x10..0x30 target (newest active id, newest child, UD
  *                   active id, newest UD child); 0x40 a valid rdma_cm REQ / SIDR_REQ for the
  *                   listener (service ID, rdma_cm header, the sender's GID, RC); 0x80 with
- *                   softrdma's GRH marker (a softrdma peer: its connections are probed with
- *                   Get(ClassPortInfo) once established, and ended when the answers stop).
+ *                   softrdma's GRH marker and a softrdma device's UDP source port (a softrdma
+ *                   peer: its connections are probed with Get(ClassPortInfo) once
+ *                   established, and ended when the answers stop; its REQ or SIDR_REQ for a
+ *                   port no listener here takes waits for the redirect's QP1 QUERY to the
+ *                   device's address). A REJ reason 24 / SIDR_REP status 4 from the input
+ *                   moves an active id on to the GID its ClassPortInfo names, if it passes
+ *                   the requester's checks (docs/cm.md: port and CM redirect).
  *   2               the next MAD the CM sent (from QP1), as it is, or with byte b ^= a (a != 0)
  *   3               drop the next MAD the CM sent (lost)
  *   4               time moves forward by (b + 1) << (a % 26) ns; the IB CM's timers run
@@ -50,6 +55,8 @@
  *    overflow);
  *  - a MAD the CM sent that does not decode as a CM MAD, or with a method its attribute does
  *    not use (Send; Get / GetResp for ClassPortInfo);
+ *  - an active id redirected (REJ 24, SIDR_REP status 4) more than CM_IBCM_MAX_REDIRECTS
+ *    times, to another IP address than its destination's, or back to a GID its REQ went to;
  *  - an rdma_* call that crashes or an rdma_destroy_id that fails.
  */
 #include <arpa/inet.h>
@@ -236,6 +243,26 @@ static void check_ids(void)
 			}
 			continue;
 		}
+		if (id->ib_redirects) {
+			/* A redirect moves a requester only to another port of the address it
+			 * asked for, never back to a GID its REQ already went to, and at most
+			 * CM_IBCM_MAX_REDIRECTS times (docs/cm.md, port and CM redirect). */
+			if (id->ib_redirects > CM_IBCM_MAX_REDIRECTS)
+				forbidden(id, "more redirects followed than CM_IBCM_MAX_REDIRECTS");
+			for (int i = 0; i < id->ib_redirects; i++) {
+				const uint8_t *g = id->ib_visited[i].raw;
+
+				if (memcmp(g + 12, id->peer_gid.raw + 12, 4) ||
+				    g[10] != 0xff || g[11] != 0xff || id->peer_gid.raw[10] != 0xff ||
+				    id->peer_gid.raw[11] != 0xff)
+					forbidden(id, "redirected to another address");
+				if (!memcmp(g, id->peer_gid.raw, 16))
+					forbidden(id, "redirected back to a GID its REQ went to");
+				for (int j = 0; j < i; j++)
+					if (!memcmp(g, id->ib_visited[j].raw, 16))
+						forbidden(id, "redirected in a circle");
+			}
+		}
 		if (!id->ibcm || id->id.ps == RDMA_PS_UDP)
 			continue;	/* SIDR ids do not run the connection state machine */
 		if ((unsigned)s > IBCM_TIMEWAIT)
@@ -344,6 +371,13 @@ static void deliver(const struct sr_cm_mad *m, bool stranger, bool softrdma)
 	rx.mad = *m;
 	rx.softrdma = softrdma;
 	rx.sgid = stranger ? stranger_gid : peer_gid;
+	/* a softrdma sender's own UDP port (the GID's port form, else 4791), as the GRH marker
+	 * gives it: such a requester is redirected to another process of the address */
+	if (softrdma) {
+		uint16_t port = (uint16_t)(rx.sgid.raw[8] << 8 | rx.sgid.raw[9]);
+
+		rx.sport = port ? port : 4791;
+	}
 	rx.src_qp = SR_GSI_QPN;
 	rx.ah = ibcm_agent_ah(agent, &rx.sgid);
 	if (!rx.ah)

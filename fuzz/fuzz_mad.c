@@ -23,7 +23,10 @@
  *    service ID that is not 0x0000000001 PS PORT of a known port space, gives private data
  *    outside the message, an address family other than the header's, ports other than the
  *    header's and the service ID's; or what it parsed, built again (ibcm_rdma_req_build,
- *    ..._sidr_req_build), does not parse to the same connection.
+ *    ..._sidr_req_build), does not parse to the same connection;
+ *  - the ClassPortInfo a REJ's reject info or a SIDR_REP's additional info may hold (the port
+ *    and CM redirect, REJ reason 24 / SIDR_REP status 4) does not survive decode + encode as
+ *    its 72 bytes with the reserved byte 32 cleared, or decode + encode + decode.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -255,6 +258,22 @@ static void check_rdma_reps(const struct sr_cm_mad *m)
 	}
 }
 
+/* ClassPortInfo (IBA 13.4.8.1): one reserved byte, 32 (before RedirectQP's 24 bits). */
+static void check_class_port_info(const uint8_t *in, uint16_t attr)
+{
+	struct sr_class_port_info c, c2;
+	uint8_t buf[SR_CLASS_PORT_INFO_LEN];
+
+	sr_class_port_info_decode(&c, in);
+	sr_class_port_info_encode(&c, buf);
+	for (int i = 0; i < SR_CLASS_PORT_INFO_LEN; i++)
+		if (buf[i] != (i == 32 ? 0 : in[i]))
+			fail("ClassPortInfo does not survive decode + encode", attr);
+	sr_class_port_info_decode(&c2, buf);
+	if (memcmp(&c, &c2, sizeof(c)))
+		fail("ClassPortInfo does not survive decode + encode + decode", attr);
+}
+
 /* ---- the MAD ------------------------------------------------------------------------------- */
 static void check_mad(const uint8_t *in)
 {
@@ -322,6 +341,10 @@ static void check_mad(const uint8_t *in)
 		check_rdma_sidr_req(&m.sidr_req);
 	}
 	check_rdma_reps(&m);
+	if (h.attr_id == SR_CM_ATTR_REJ)
+		check_class_port_info(m.rej.ari, h.attr_id);
+	else if (h.attr_id == SR_CM_ATTR_SIDR_REP)
+		check_class_port_info(m.sidr_rep.info, h.attr_id);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)

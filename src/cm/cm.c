@@ -310,6 +310,21 @@ int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans)
 	return 0;
 }
 
+int cm_send_to(const struct sockaddr *to, const struct cm_msg *m)
+{
+	struct cm_sock *s = cm_active_sock(to->sa_family);
+	uint8_t buf[CM_MSG_MAX];
+	int len = cm_msg_encode(m, buf, sizeof(buf));
+
+	if (len < 0)
+		return len;
+	if (!s)
+		return -ENOMEM;
+	if (sys_sendto(s->fd, buf, (size_t)len, MSG_DONTWAIT, to, sa_len(to)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
 /* A reply to a datagram that reached socket s from `from` (no id behind it). */
 static void reply_raw(struct cm_sock *s, const struct sockaddr *from, const struct cm_msg *m)
 {
@@ -641,6 +656,8 @@ static void on_msg(struct cm_sock *s, const struct sockaddr *from, const struct 
 		}
 		return;
 	}
+	if (m.type == CM_MSG_QP1_REPLY && cm.ibcm->redirect_reply(from, &m))
+		return;	/* the answer to a redirect's QUERY (ibcm/drive.c) */
 	id = find_by_local(m.dst_id);
 	/* Only the peer this id talks to may move it: a stray or forged message does nothing. */
 	if (!id || !sa_eq((struct sockaddr *)&id->peer_cm, from) ||
@@ -735,6 +752,7 @@ int cm_rx_datagram(struct rdma_cm_id *via, const struct sockaddr *from, const ui
 /* An ICMP error for a datagram we sent to `dst`: nobody is there (any more). */
 static void on_unreachable(const struct sockaddr *dst)
 {
+	cm.ibcm->redirect_unreachable(dst);
 	for (struct cm_id *id = cm.ids; id; id = id->next) {
 		if ((id->ibcm && !id->ib_resolving) || !sa_eq((struct sockaddr *)&id->peer_cm, dst))
 			continue;

@@ -156,6 +156,11 @@ struct cm_id {
 	 * answered at once; 5 s without an answer end the connection. */
 	bool peer_sr;
 	uint64_t ib_heard_ms, ib_probe_ms;
+	/* Port and CM redirects followed since rdma_connect (REJ reason 24, SIDR_REP status 4:
+	 * drive.c, "redirect"), and the GIDs the REQ went to, to refuse a loop. */
+	uint8_t ib_redirects;
+#define CM_IBCM_MAX_REDIRECTS 3
+	union ibv_gid ib_visited[CM_IBCM_MAX_REDIRECTS + 1];
 	uint8_t ib_pdata_len;
 	uint8_t ib_pdata[CM_PDATA_MAX];
 	struct cm_id *next;			/* every id of the process */
@@ -202,6 +207,11 @@ struct cm_ibcm_hooks {
 	struct cm_dev *(*query_dev)(const struct cm_sock *s, const struct sockaddr *to,
 				    uint16_t ps, uint16_t port);
 	void (*resolved)(struct cm_id *id, const union ibv_gid *gid);
+	/* A QP1 REPLY that names no id (true when it answered a QUERY of the redirect: a REQ
+	 * for a port another process of this host listens on), and an ICMP error for a
+	 * datagram sent to dst (the redirect's QUERY found nobody there). */
+	bool (*redirect_reply)(const struct sockaddr *from, const struct cm_msg *m);
+	void (*redirect_unreachable)(const struct sockaddr *dst);
 };
 extern struct cm_global cm;
 
@@ -228,6 +238,8 @@ bool cm_is_mcast(const struct sockaddr *a);
 /* Sends m from id's socket to the peer (cm.lock held); remembers it for retransmission when
  * `retrans` is set. */
 int cm_send(struct cm_id *id, const struct cm_msg *m, bool retrans);
+/* Sends m to `to` from the process-wide active socket of its family (no id behind it). */
+int cm_send_to(const struct sockaddr *to, const struct cm_msg *m);
 struct cm_sock *cm_listen_sock(const struct sockaddr *a, bool reuse, int *err);
 void cm_sock_put(struct cm_sock *s);
 void cm_sock_get(struct cm_sock *s);

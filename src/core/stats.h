@@ -105,7 +105,10 @@
 	X(cm_mad_send_errors, "rdma_cm over the IB CM: CM MADs QP1 could not send")         \
 	X(cm_reqs_rcvd, "rdma_cm over the IB CM: REQs that became a CONNECT_REQUEST")       \
 	X(cm_rejects_rcvd, "rdma_cm over the IB CM: REJs received for a connection (REJECTED)") \
-	X(cm_qp1_queries, "rdma_cm over the IB CM: QP1 QUERYs to a listener on this host (where its process's QP1 is)")
+	X(cm_qp1_queries, "rdma_cm over the IB CM: QP1 QUERYs to a listener on this host (where its process's QP1 is)") \
+	X(cm_redirects_sent, "rdma_cm over the IB CM: REQs (SIDR_REQs) for another process's listener on this address answered with a port and CM redirect (REJ 24, SIDR_REP status 4)") \
+	X(cm_redirects_followed, "rdma_cm over the IB CM: redirects followed (the REQ or SIDR_REQ sent again to the listener's QP1)") \
+	X(cm_redirects_refused, "rdma_cm over the IB CM: redirects not followed (a field failed its check, a loop, or too many): REJECTED / UNREACHABLE")
 
 enum sr_stat {
 #define SR_STAT_ENUM(name, doc) SR_STAT_##name,

@@ -372,3 +372,64 @@ void sr_cma_hdr_encode(const struct sr_cma_hdr *h, uint8_t *pdata)
 	memcpy(w->src_addr, h->src_addr, 16);
 	memcpy(w->dst_addr, h->dst_addr, 16);
 }
+
+/* TC 8 / SL 4 / FL 20 in one be32 word (ClassPortInfo's Redirect* and Trap* paths). */
+static void tcslfl_decode(const uint8_t *p, uint8_t *tc, uint8_t *sl, uint32_t *fl)
+{
+	uint32_t v = sr_ld_be32(p);
+
+	*tc = (uint8_t)(v >> 24);
+	*sl = (uint8_t)((v >> 20) & 0xf);
+	*fl = v & 0xfffff;
+}
+
+static void tcslfl_encode(uint8_t *p, uint8_t tc, uint8_t sl, uint32_t fl)
+{
+	sr_st_be32(p, (uint32_t)tc << 24 | (uint32_t)(sl & 0xf) << 20 | (fl & 0xfffff));
+}
+
+void sr_class_port_info_decode(struct sr_class_port_info *c, const uint8_t *b)
+{
+	uint32_t v = sr_ld_be32(b + 4);
+
+	memset(c, 0, sizeof(*c));
+	c->base_version = b[0];
+	c->class_version = b[1];
+	c->capability_mask = sr_ld_be16(b + 2);
+	c->capability_mask2 = v >> 5;
+	c->resp_time_value = v & 0x1f;
+	memcpy(c->redirect_gid, b + 8, 16);
+	tcslfl_decode(b + 24, &c->redirect_tc, &c->redirect_sl, &c->redirect_fl);
+	c->redirect_lid = sr_ld_be16(b + 28);
+	c->redirect_pkey = sr_ld_be16(b + 30);
+	c->redirect_qp = sr_ld_be32(b + 32) & 0xffffff;
+	c->redirect_qkey = sr_ld_be32(b + 36);
+	memcpy(c->trap_gid, b + 40, 16);
+	tcslfl_decode(b + 56, &c->trap_tc, &c->trap_sl, &c->trap_fl);
+	c->trap_lid = sr_ld_be16(b + 60);
+	c->trap_pkey = sr_ld_be16(b + 62);
+	c->trap_hl = b[64];
+	c->trap_qp = sr_ld_be32(b + 64) & 0xffffff;
+	c->trap_qkey = sr_ld_be32(b + 68);
+}
+
+void sr_class_port_info_encode(const struct sr_class_port_info *c, uint8_t *b)
+{
+	memset(b, 0, SR_CLASS_PORT_INFO_LEN);
+	b[0] = c->base_version;
+	b[1] = c->class_version;
+	sr_st_be16(b + 2, c->capability_mask);
+	sr_st_be32(b + 4, (c->capability_mask2 & 0x7ffffff) << 5 | (c->resp_time_value & 0x1f));
+	memcpy(b + 8, c->redirect_gid, 16);
+	tcslfl_encode(b + 24, c->redirect_tc, c->redirect_sl, c->redirect_fl);
+	sr_st_be16(b + 28, c->redirect_lid);
+	sr_st_be16(b + 30, c->redirect_pkey);
+	sr_st_be32(b + 32, c->redirect_qp & 0xffffff);
+	sr_st_be32(b + 36, c->redirect_qkey);
+	memcpy(b + 40, c->trap_gid, 16);
+	tcslfl_encode(b + 56, c->trap_tc, c->trap_sl, c->trap_fl);
+	sr_st_be16(b + 60, c->trap_lid);
+	sr_st_be16(b + 62, c->trap_pkey);
+	sr_st_be32(b + 64, (uint32_t)c->trap_hl << 24 | (c->trap_qp & 0xffffff));
+	sr_st_be32(b + 68, c->trap_qkey);
+}

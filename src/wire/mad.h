@@ -416,6 +416,44 @@ int sr_cm_mad_decode(struct sr_cm_mad *m, const uint8_t *buf, size_t len);
 int sr_cm_mad_encode(const struct sr_cm_mad *m, uint8_t *buf);
 const char *sr_cm_attr_name(uint16_t attr_id);
 
+/*
+ * ClassPortInfo (IBA 13.4.8.1): 72 bytes a management class's agent says of itself, among them
+ * where its requests should go instead (the Redirect* fields). The CM's REJ with reason 24
+ * (port and CM redirect, IBA 12.6.7.2) carries one as its additional reject information, and a
+ * SIDR_REP with status 4 (redirect, 12.11.2) as its additional information: the requester sends
+ * its REQ (SIDR_REQ) again to RedirectGID's QP RedirectQP. Byte layout (multi-byte fields
+ * big-endian): 0 BaseVersion; 1 ClassVersion; 2 CapabilityMask (16); 4 CapabilityMask2 27 /
+ * RespTimeValue 5; 8 RedirectGID (16); 24 RedirectTC 8 / RedirectSL 4 / RedirectFL 20;
+ * 28 RedirectLID; 30 RedirectP_Key; 32 reserved 8 / RedirectQP 24; 36 RedirectQ_Key;
+ * 40 TrapGID (16); 56 TrapTC 8 / TrapSL 4 / TrapFL 20; 60 TrapLID; 62 TrapP_Key;
+ * 64 TrapHL 8 / TrapQP 24; 68 TrapQ_Key.
+ */
+#define SR_CLASS_PORT_INFO_LEN 72
+struct sr_class_port_info {
+	uint8_t base_version, class_version;
+	uint16_t capability_mask;
+	uint32_t capability_mask2;	/* 27 bits */
+	uint8_t resp_time_value;	/* 5 bits */
+	uint8_t redirect_gid[16];
+	uint8_t redirect_tc;
+	uint8_t redirect_sl;		/* 4 bits */
+	uint32_t redirect_fl;		/* 20 bits */
+	uint16_t redirect_lid, redirect_pkey;
+	uint32_t redirect_qp;		/* 24 bits */
+	uint32_t redirect_qkey;
+	uint8_t trap_gid[16];
+	uint8_t trap_tc;
+	uint8_t trap_sl;		/* 4 bits */
+	uint32_t trap_fl;		/* 20 bits */
+	uint16_t trap_lid, trap_pkey;
+	uint8_t trap_hl;
+	uint32_t trap_qp;		/* 24 bits */
+	uint32_t trap_qkey;
+};
+/* From / into SR_CLASS_PORT_INFO_LEN bytes (encode zeroes the reserved byte). */
+void sr_class_port_info_decode(struct sr_class_port_info *c, const uint8_t *buf);
+void sr_class_port_info_encode(const struct sr_class_port_info *c, uint8_t *buf);
+
 /* rdma_cm's header from / into the first SR_CMA_HDR_LEN bytes of a REQ or SIDR_REQ's private
  * data. decode: 0, or -1 when the version is not 0 or the IP version not 4 or 6. */
 int sr_cma_hdr_decode(struct sr_cma_hdr *h, const uint8_t *pdata);

@@ -284,6 +284,69 @@ static void check_choices(void)
 	CHECK_EQ(ibcm_rdma_req_parse(&req, &q), -EINVAL);
 }
 
+/* ClassPortInfo (IBA 13.4.8.1) as the port and CM redirect carries it (REJ reason 24's reject
+ * info, SIDR_REP status 4's additional info; docs/cm.md): each field at its byte offset, the
+ * round trip exact, and a REJ MAD with it at the REJ's offsets. */
+static void check_class_port_info(void)
+{
+	struct sr_class_port_info c = {
+		.base_version = 1, .class_version = 2, .capability_mask = 0x1234,
+		.capability_mask2 = 0x5abcdef, .resp_time_value = 16, .redirect_tc = 0xa5,
+		.redirect_sl = 0x9, .redirect_fl = 0xfedcb, .redirect_lid = 0xffff,
+		.redirect_pkey = 0xffff, .redirect_qp = 1, .redirect_qkey = 0x80010000,
+		.trap_tc = 0x11, .trap_sl = 0x2, .trap_fl = 0x33333, .trap_lid = 0x4444,
+		.trap_pkey = 0x5555, .trap_hl = 0x66, .trap_qp = 0x777777, .trap_qkey = 0x88888888,
+	}, d;
+	static const uint8_t gid[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x01, 0xff, 0xff, 10, 1, 2, 3 };
+	uint8_t b[SR_CLASS_PORT_INFO_LEN], mad[SR_MAD_LEN];
+	struct sr_cm_mad m, back;
+
+	memcpy(c.redirect_gid, gid, 16);
+	memset(c.trap_gid, 0xee, 16);
+	sr_class_port_info_encode(&c, b);
+	CHECK_EQ(b[0], 1);
+	CHECK_EQ(b[1], 2);
+	CHECK_EQ(b[2] << 8 | b[3], 0x1234);
+	CHECK_EQ((uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7],
+		 0x5abcdefu << 5 | 16);
+	CHECK(!memcmp(b + 8, gid, 16));
+	CHECK_EQ((uint32_t)b[24] << 24 | (uint32_t)b[25] << 16 | (uint32_t)b[26] << 8 | b[27],
+		 0xa5u << 24 | 0x9u << 20 | 0xfedcb);
+	CHECK_EQ(b[28] << 8 | b[29], 0xffff);			/* RedirectLID */
+	CHECK_EQ(b[30] << 8 | b[31], 0xffff);			/* RedirectP_Key */
+	CHECK_EQ(b[32], 0);					/* reserved */
+	CHECK_EQ(b[33] << 16 | b[34] << 8 | b[35], 1);		/* RedirectQP */
+	CHECK_EQ((uint32_t)b[36] << 24 | (uint32_t)b[37] << 16 | (uint32_t)b[38] << 8 | b[39],
+		 0x80010000u);
+	CHECK_EQ(b[40], 0xee);
+	CHECK_EQ(b[55], 0xee);
+	CHECK_EQ(b[60] << 8 | b[61], 0x4444);
+	CHECK_EQ(b[62] << 8 | b[63], 0x5555);
+	CHECK_EQ(b[64], 0x66);
+	CHECK_EQ(b[65] << 16 | b[66] << 8 | b[67], 0x777777);
+	CHECK_EQ(b[71], 0x88);
+	sr_class_port_info_decode(&d, b);
+	CHECK(!memcmp(&c, &d, sizeof(c)));
+
+	memset(&m, 0, sizeof(m));
+	m.hdr = (struct sr_mad_hdr){ .base_version = 1, .mgmt_class = SR_MAD_CLASS_CM,
+				     .class_version = 2, .method = SR_MAD_METHOD_SEND, .tid = 7,
+				     .attr_id = SR_CM_ATTR_REJ };
+	m.rej.remote_comm_id = 0x01020304;
+	m.rej.msg_rejected = SR_CM_MSG_REQ;
+	m.rej.reason = SR_CM_REJ_PORT_CM_REDIRECT;
+	m.rej.ari_len = SR_CLASS_PORT_INFO_LEN;
+	memcpy(m.rej.ari, b, sizeof(b));
+	CHECK_EQ(sr_cm_mad_encode(&m, mad), 0);
+	CHECK_EQ(mad[SR_MAD_HDR_LEN + 8], 0);			/* MessageRejected REQ */
+	CHECK_EQ(mad[SR_MAD_HDR_LEN + 9], 72 << 1);		/* RejectedInfoLength 72 */
+	CHECK_EQ(mad[SR_MAD_HDR_LEN + 10] << 8 | mad[SR_MAD_HDR_LEN + 11], 24);
+	CHECK(!memcmp(mad + SR_MAD_HDR_LEN + 12, b, sizeof(b)));
+	CHECK_EQ(sr_cm_mad_decode(&back, mad, sizeof(mad)), 0);
+	CHECK_EQ(back.rej.ari_len, 72);
+	CHECK_EQ(back.rej.reason, 24);
+}
+
 int main(void)
 {
 	const char *src = getenv("SR_SOURCE_DIR");
@@ -302,5 +365,6 @@ int main(void)
 	CHECK_EQ(nrep, 4);
 	CHECK_EQ(nsidr, 2);
 	check_choices();
+	check_class_port_info();
 	return sr_test_done("test_cm_rdma");
 }

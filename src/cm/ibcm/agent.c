@@ -189,6 +189,7 @@ int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms)
 				 * bytes are the IPv4 header: ibv_init_ah_from_wc reads it there) */
 				rx->src_qp = wc.src_qp;
 				rx->softrdma = slot[0] == 'S' && slot[1] == 'R';
+				rx->sport = rx->softrdma ? (uint16_t)(slot[2] << 8 | slot[3]) : 0;
 				rx->ah = NULL;
 				if (!ibv_init_ah_from_wc(a->ctx, 1, &wc, (struct ibv_grh *)slot, &aa)) {
 					rx->sgid = aa.grh.dgid;

@@ -302,6 +302,211 @@ static void handle(struct cm_id *id, const struct ibcm_out *out, const struct sr
 	}
 }
 
+/* ---- port and CM redirect: several processes on one address (docs/cm.md) -------------------
+ *
+ * Only one process of an address owns UDP 4791 there; a later one's device takes another UDP
+ * port and names it in its GID (docs/gid.md). A REQ (SIDR_REQ) sent to the address's RoCEv2
+ * GID reaches the owner's QP1 whoever listens on its port. When the owner has no listener for
+ * it, it asks the processes of its own address, as a requester on this host does (the QP1
+ * QUERY to the rdma_cm port, where the listening process's CM socket is bound): a process
+ * listening there answers with the GID of its QP1, and the owner answers the REQ with the IB
+ * CM's port and CM redirect, REJ reason 24 with a ClassPortInfo naming that GID's QP1 (IBA
+ * 12.6.7.2; a SIDR_REQ: SIDR_REP status 4 with the same ClassPortInfo, 12.11.2). A softrdma
+ * requester sends its REQ again there (below, "following a redirect"). Nobody on the port (the
+ * QUERY's ICMP port unreachable), a reply naming this QP1 or another address, or no reply
+ * within REDIR_WAIT_NS: REJ reason 8 (SIDR_REP status 1), as before. Only requesters that can
+ * follow are redirected: a softrdma device sends from its own port (below 49152), a kernel or
+ * NIC requester from a flow-entropy port (49152 and up) and could not reach another UDP port
+ * anyway: it gets REJ 8 at once, as it always did.
+ */
+#define REDIR_SLOTS 16
+#define REDIR_WAIT_NS 3000000000ull
+
+static struct redir {
+	bool used, sidr;
+	struct cm_dev *d;
+	struct ibv_ah *ah;		/* to the requester's QP1 */
+	struct sr_cm_mad req;		/* what is being answered (its header: the TID) */
+	union ibv_gid sgid;		/* the requester */
+	uint32_t qid;			/* the QUERY's communication ID */
+	struct sockaddr_storage to;	/* where the QUERY went: this address, the rdma_cm port */
+	uint16_t ps, port;
+	uint64_t until_ns;
+} redir[REDIR_SLOTS];
+
+static void sidr_rep_raw(struct cm_dev *d, struct ibv_ah *ah, const struct sr_cm_mad *in,
+			 uint8_t status);
+static bool redirect_follow(struct cm_id *id, const struct ibcm_rx *rx, uint8_t len,
+			    const uint8_t *info);
+
+static uint32_t req_their_id(const struct sr_cm_mad *m)
+{
+	return m->hdr.attr_id == SR_CM_ATTR_SIDR_REQ ? m->sidr_req.request_id
+						     : m->req.local_comm_id;
+}
+
+static void redir_free(struct redir *r)
+{
+	if (r->ah)
+		ibv_destroy_ah(r->ah);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The answer when there is nowhere to redirect to: what a REQ without a listener gets. */
+static void redir_refuse(struct redir *r)
+{
+	if (r->sidr) {
+		sidr_rep_raw(r->d, r->ah, &r->req, SR_CM_SIDR_UNSUPPORTED);
+	} else {
+		reject_raw(r->d, r->ah, &r->req, 0, r->req.req.local_comm_id, SR_CM_MSG_REQ,
+			   SR_CM_REJ_INVALID_SERVICE_ID);
+	}
+	redir_free(r);
+}
+
+static void redir_answer(struct redir *r, const union ibv_gid *gid)
+{
+	struct sr_class_port_info cpi = {
+		.base_version = SR_MAD_BASE_VERSION, .class_version = SR_MAD_CM_CLASS_VERSION,
+		.resp_time_value = IBCM_RESP_TIMEOUT, .redirect_lid = 0,
+		.redirect_pkey = SR_DEFAULT_PKEY, .redirect_qp = SR_GSI_QPN,
+		.redirect_qkey = SR_GSI_QKEY,
+	};
+	struct sr_cm_mad m;
+
+	memcpy(cpi.redirect_gid, gid->raw, 16);
+	memset(&m, 0, sizeof(m));
+	m.hdr = r->req.hdr;
+	m.hdr.method = SR_MAD_METHOD_SEND;
+	m.hdr.status = 0;
+	if (r->sidr) {
+		m.hdr.attr_id = SR_CM_ATTR_SIDR_REP;
+		m.sidr_rep.request_id = r->req.sidr_req.request_id;
+		m.sidr_rep.service_id = r->req.sidr_req.service_id;
+		m.sidr_rep.status = SR_CM_SIDR_REDIRECT;
+		m.sidr_rep.info_len = SR_CLASS_PORT_INFO_LEN;
+		sr_class_port_info_encode(&cpi, m.sidr_rep.info);
+	} else {
+		m.hdr.attr_id = SR_CM_ATTR_REJ;
+		m.rej.remote_comm_id = r->req.req.local_comm_id;
+		m.rej.msg_rejected = SR_CM_MSG_REQ;
+		m.rej.reason = SR_CM_REJ_PORT_CM_REDIRECT;
+		m.rej.ari_len = SR_CLASS_PORT_INFO_LEN;
+		sr_class_port_info_encode(&cpi, m.rej.ari);
+	}
+	cm_count("cm_redirects_sent");
+	send_mad(r->d, r->ah, &m);
+	redir_free(r);
+}
+
+static void redir_query(struct redir *r)
+{
+	struct cm_msg q = { .type = CM_MSG_QP1_QUERY, .src_id = r->qid, .ps = r->ps,
+			    .dst_port = r->port };
+
+	cm_count("cm_qp1_queries");
+	cm_send_to((struct sockaddr *)&r->to, &q);	/* lost: the REQ's retransmission asks again */
+}
+
+/* A REQ (SIDR_REQ) for port space ps and port (host order) that no listener of this process
+ * takes: true when the redirect looks after it (a QUERY is out, or was for an earlier copy),
+ * false when the caller rejects it as before. */
+static bool redirect_start(struct cm_dev *d, struct ibcm_rx *rx, uint16_t ps, uint16_t port)
+{
+	uint32_t their = req_their_id(&rx->mad);
+	struct redir *r = NULL;
+
+	if (!rx->sport || rx->sport >= 49152 || d->ip.ss_family != AF_INET || !port)
+		return false;	/* a requester that cannot follow (kernel, NIC), or IPv6 */
+	for (int i = 0; i < REDIR_SLOTS; i++) {
+		struct redir *o = &redir[i];
+
+		if (o->used && o->req.hdr.attr_id == rx->mad.hdr.attr_id &&
+		    req_their_id(&o->req) == their && !memcmp(o->sgid.raw, rx->sgid.raw, 16)) {
+			redir_query(o);	/* a retransmission: ask again (the first may be lost) */
+			return true;
+		}
+		if (!o->used && !r)
+			r = o;
+	}
+	if (!r) {
+		cm_count("cm_req_held");	/* every slot busy: the requester retries */
+		return true;
+	}
+	r->used = true;
+	r->sidr = rx->mad.hdr.attr_id == SR_CM_ATTR_SIDR_REQ;
+	r->d = d;
+	r->ah = rx->ah;
+	rx->ah = NULL;
+	r->req = rx->mad;
+	r->sgid = rx->sgid;
+	r->qid = cm_new_local_id();
+	r->ps = ps;
+	r->port = port;
+	memcpy(&r->to, &d->ip, sizeof(r->to));
+	((struct sockaddr_in *)&r->to)->sin_port = htons(port);
+	r->until_ns = now_ns() + REDIR_WAIT_NS;
+	redir_query(r);
+	cm_kick();	/* the CM thread's timer now has a deadline */
+	return true;
+}
+
+static bool sa_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+	const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+	return a->sa_family == AF_INET && b->sa_family == AF_INET && x->sin_port == y->sin_port &&
+	       x->sin_addr.s_addr == y->sin_addr.s_addr;
+}
+
+/* cm.ibcm->redirect_reply: a QP1 REPLY on the active socket that no id asked for. */
+static bool redirect_reply(const struct sockaddr *from, const struct cm_msg *m)
+{
+	for (int i = 0; i < REDIR_SLOTS; i++) {
+		struct redir *r = &redir[i];
+
+		if (!r->used || r->qid != m->dst_id)
+			continue;
+		if (!sa_same(from, (struct sockaddr *)&r->to)) {
+			cm_count("cm_drop_unknown");	/* not the port asked: ignored */
+			return true;
+		}
+		/* The listener's QP1: on this device's address, and not this QP1 (the port's
+		 * listener is this process's, of another port space, or gone). */
+		if (!gid_ip_eq(m->gid.raw, r->d->gid.raw) || !memcmp(m->gid.raw, r->d->gid.raw, 16))
+			redir_refuse(r);
+		else
+			redir_answer(r, &m->gid);
+		return true;
+	}
+	return false;
+}
+
+/* cm.ibcm->redirect_unreachable: nobody on the port a QUERY went to. */
+static void redirect_unreachable(const struct sockaddr *dst)
+{
+	for (int i = 0; i < REDIR_SLOTS; i++)
+		if (redir[i].used && sa_same(dst, (struct sockaddr *)&redir[i].to))
+			redir_refuse(&redir[i]);
+}
+
+/* QUERYs unanswered for REDIR_WAIT_NS (a process there that speaks the private protocol, or
+ * is not rdma_cm at all): refused. The next deadline, or UINT64_MAX. */
+static uint64_t redirect_timers(uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (int i = 0; i < REDIR_SLOTS; i++) {
+		if (!redir[i].used)
+			continue;
+		if (now >= redir[i].until_ns)
+			redir_refuse(&redir[i]);
+		else if (redir[i].until_ns < next)
+			next = redir[i].until_ns;
+	}
+	return next;
+}
+
 /* ---- received MADs ------------------------------------------------------------------------------ */
 static struct cm_id *find_listener(struct cm_dev *d, uint16_t ps, uint16_t port)
 {
@@ -388,6 +593,8 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 			cm_count("cm_req_held");	/* its retransmission may find the listener */
 			return;
 		}
+		if (redirect_start(d, rx, p.ps, port))
+			return;	/* another process of this address may listen there */
 		reject_raw(d, rx->ah, mad, 0, r->local_comm_id, SR_CM_MSG_REQ,
 			   SR_CM_REJ_INVALID_SERVICE_ID);
 		return;
@@ -482,6 +689,8 @@ static void on_sidr_req(struct cm_dev *d, struct ibcm_rx *rx)
 			cm_count("cm_req_held");
 			return;
 		}
+		if (!l && redirect_start(d, rx, p.ps, port))
+			return;
 		sidr_rep_raw(d, rx->ah, mad, SR_CM_SIDR_UNSUPPORTED);
 		return;
 	}
@@ -516,12 +725,15 @@ static void on_sidr_rep(struct cm_dev *d, struct ibcm_rx *rx)
 
 	for (struct cm_id *i = cm.ids; i; i = i->next)
 		if (i->ibcm && sidr(i) && i->dev == d && i->local_id == r->request_id &&
-		    i->state == CM_REQ_SENT && gid_ip_eq(i->peer_gid.raw, rx->sgid.raw))
+		    i->state == CM_REQ_SENT && gid_ip_eq(i->peer_gid.raw, rx->sgid.raw) &&
+		    (!i->ib_redirects || !memcmp(i->peer_gid.raw, rx->sgid.raw, 16)))
 			id = i;
 	if (!id) {
 		cm_count("cm_drop_unknown");
 		return;
 	}
+	if (r->status == SR_CM_SIDR_REDIRECT && redirect_follow(id, rx, r->info_len, r->info))
+		return;
 	ibcm_rdma_sidr_rep_parse(r, &p);
 	id->ib.deadline = 0;
 	msg_pdata(&m, CM_MSG_SIDR_REP, p.pdata, p.pdata_len);
@@ -633,6 +845,72 @@ static uint64_t probe(struct cm_id *id, uint64_t now)
 	return id->ib_probe_ms * 1000000;
 }
 
+/* ---- following a redirect (REJ reason 24, SIDR_REP status 4) ---------------------------------
+ * A requester whose REQ (SIDR_REQ) reached another process's QP1 than the listener's (above,
+ * "port and CM redirect") is told where the listener's QP1 is, and sends its REQ again there
+ * (a new comm exchange: fresh state, address handle and starting PSN); the application sees
+ * only the outcome of that one. Before it is followed, every field that says where to go is
+ * checked, so that a peer can move a requester only to another UDP port of the address it
+ * asked for, never in a circle: the reject info is a whole ClassPortInfo (72 bytes), base
+ * version 1 and class version 2; RedirectQP is QP1, RedirectQ_Key the GSI Q_Key, RedirectP_Key
+ * the default partition, RedirectLID 0 or 0xffff (no LIDs on RoCE); RedirectGID an IPv4 GID of
+ * the same address as the REQ's destination that the REQ has not been sent to yet; the REJ
+ * came from exactly the GID the REQ went to (not a late answer of an earlier one); at most
+ * CM_IBCM_MAX_REDIRECTS per rdma_connect. The path fields (TC, SL, flow label), the capability
+ * masks, RespTimeValue and the Trap* fields say nothing of where to go and are not used. A
+ * redirect that fails a check is refused (cm_redirects_refused): the REJ is the consumer's
+ * (REJECTED, status 24; a SIDR_REP: UNREACHABLE, status 4).
+ */
+static int req_send(struct cm_id *id);
+static int sidr_send(struct cm_id *id);
+
+static bool redirect_ok(const struct cm_id *id, const struct ibcm_rx *rx, uint8_t len,
+			const struct sr_class_port_info *c)
+{
+	if (len != SR_CLASS_PORT_INFO_LEN || id->ib_redirects >= CM_IBCM_MAX_REDIRECTS ||
+	    memcmp(rx->sgid.raw, id->peer_gid.raw, 16))
+		return false;
+	if (c->base_version != SR_MAD_BASE_VERSION || c->class_version != SR_MAD_CM_CLASS_VERSION ||
+	    c->redirect_qp != SR_GSI_QPN || c->redirect_qkey != SR_GSI_QKEY ||
+	    c->redirect_pkey != SR_DEFAULT_PKEY ||
+	    (c->redirect_lid != 0 && c->redirect_lid != 0xffff))
+		return false;
+	/* gid_ip_eq: both IPv4 GIDs (the port form included) of one address, or one IPv6 GID */
+	if (!gid_ip_eq(c->redirect_gid, id->peer_gid.raw) ||
+	    (c->redirect_gid[10] != 0xff || c->redirect_gid[11] != 0xff))
+		return false;
+	if (!memcmp(c->redirect_gid, id->peer_gid.raw, 16))
+		return false;
+	for (int i = 0; i < id->ib_redirects; i++)
+		if (!memcmp(c->redirect_gid, id->ib_visited[i].raw, 16))
+			return false;
+	return true;
+}
+
+/* true when the redirect was followed (or ended the id: the new REQ could not be sent) */
+static bool redirect_follow(struct cm_id *id, const struct ibcm_rx *rx, uint8_t len,
+			    const uint8_t *info)
+{
+	struct sr_class_port_info c;
+	int ret;
+
+	sr_class_port_info_decode(&c, info);
+	if (!redirect_ok(id, rx, len, &c)) {
+		cm_count("cm_redirects_refused");
+		return false;
+	}
+	id->ib_visited[id->ib_redirects++] = id->peer_gid;	/* where the REQ went */
+	memcpy(id->peer_gid.raw, c.redirect_gid, 16);
+	cm_count("cm_redirects_followed");
+	ret = sidr(id) ? sidr_send(id) : req_send(id);
+	if (ret) {
+		ibcm_init(&id->ib, id->local_id);	/* nothing waits for an answer */
+		id->state = CM_DISCONNECTED;
+		event(id, RDMA_CM_EVENT_UNREACHABLE, ret, NULL);
+	}
+	return true;
+}
+
 void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 {
 	const struct sr_cm_mad *m = &rx->mad;
@@ -664,8 +942,10 @@ void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 			break;
 		}
 	}
-	/* Only the peer this connection talks to may move it. */
-	if (id && !gid_ip_eq(id->peer_gid.raw, rx->sgid.raw))
+	/* Only the peer this connection talks to may move it (once redirected, exactly the QP1
+	 * it was sent to: a late MAD of the one before is not its peer's). */
+	if (id && (!gid_ip_eq(id->peer_gid.raw, rx->sgid.raw) ||
+		   (id->ib_redirects && memcmp(id->peer_gid.raw, rx->sgid.raw, 16))))
 		id = NULL;
 	if (!id) {
 		cm_count("cm_drop_unknown");
@@ -684,6 +964,11 @@ void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 	}
 	if (rx->softrdma)
 		id->peer_sr = true;	/* its QP1 answers the liveness probe */
+	if (m->hdr.attr_id == SR_CM_ATTR_REJ && m->rej.reason == SR_CM_REJ_PORT_CM_REDIRECT &&
+	    m->rej.msg_rejected == SR_CM_MSG_REQ && !id->listener && id->state == CM_REQ_SENT &&
+	    (id->ib.state == IBCM_REQ_SENT || id->ib.state == IBCM_MRA_REQ_RCVD) &&
+	    redirect_follow(id, rx, m->rej.ari_len, m->rej.ari))
+		return;
 	ibcm_recv(&id->ib, m, now_ns(), &out);
 	if (out.dropped)
 		cm_count("cm_drop_unknown");
@@ -765,6 +1050,10 @@ uint64_t cm_ibcm_timers(void)
 		if (id->ib.deadline && id->ib.deadline < next)
 			next = id->ib.deadline;
 	}
+	uint64_t t = redirect_timers(now);
+
+	if (t < next)
+		next = t;
 	if (next == UINT64_MAX)
 		return 60000;
 	return next <= now ? 0 : (next - now + 999999) / 1000000;
@@ -1038,6 +1327,7 @@ int cm_ibcm_connect(struct cm_id *id, struct rdma_conn_param *p)
 	if (id->ib_pdata_len)
 		memcpy(id->ib_pdata, p->private_data, id->ib_pdata_len);
 	id->ib_srq = p && p->srq;
+	id->ib_redirects = 0;
 	if (cm_addr_on_host(dst) && !cm_local_listener(dst, cm_sa_port(dst)))
 		return query_start(id);
 	dst_gid(id, &id->peer_gid);
@@ -1205,6 +1495,8 @@ static const struct cm_ibcm_hooks ibcm_hooks = {
 	.timers = cm_ibcm_timers,
 	.query_dev = cm_ibcm_query_dev,
 	.resolved = cm_ibcm_resolved,
+	.redirect_reply = redirect_reply,
+	.redirect_unreachable = redirect_unreachable,
 };
 
 __attribute__((constructor)) static void ibcm_hooks_install(void)
