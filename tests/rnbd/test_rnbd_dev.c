@@ -222,7 +222,7 @@ static void access_rules(struct rnbd_store *st)
 	rnbd_handle_close(rw);
 }
 
-static void io_paths(struct rnbd_store *st, bool direct_expected)
+static void io_paths(struct rnbd_store *st, bool direct_expected, bool sync_expected)
 {
 	struct rnbd_handle *h, *ro;
 	struct rnbd_dev_stats s;
@@ -255,6 +255,10 @@ static void io_paths(struct rnbd_store *st, bool direct_expected)
 		CHECK(s.direct_ios >= 2);
 	else
 		CHECK_EQ(s.direct_ios, 0);
+	if (sync_expected)	/* every READ and WRITE so far */
+		CHECK_EQ(s.sync_ios, s.reads + s.writes);
+	else
+		CHECK_EQ(s.sync_ios, 0);
 	/* PREFLUSH + FUA write, FLUSH, empty PREFLUSH write */
 	fill(buf, 4096, 3);
 	CHECK_EQ(submit1(h, RNBD_OP_WRITE, RNBD_F_PREFLUSH | RNBD_F_FUA | RNBD_F_SYNC, 4096, 4096, buf), 0);
@@ -456,9 +460,14 @@ int main(void)
 	snprintf(disk_path, sizeof(disk_path), "%s/disk", dir);
 	make_file(disk_path, DISK_SIZE, 0x5a);
 
-	/* twice: O_DIRECT where the file system allows, then never */
-	for (int nd = 0; nd < 2; nd++) {
-		struct rnbd_store_opts o = { .search_path = dir, .no_direct = nd };
+	/* three times: O_DIRECT where the file system allows, then never (both through io_uring
+	 * unless TMPDIR is in memory), then never and synchronous (the path of a device in
+	 * memory, rnbd-dev.h) */
+	for (int pass = 0; pass < 3; pass++) {
+		int nd = pass > 0;
+		struct rnbd_store_opts o = { .search_path = dir, .no_direct = nd,
+					     .sync_io = pass == 2 ? RNBD_SYNC_IO_ALWAYS :
+								    RNBD_SYNC_IO_NEVER };
 		int rc = rnbd_store_new(&o, &st);
 		if (rc == -ENOSYS || rc == -EPERM) {
 			fprintf(stderr, "io_uring unavailable here (%d)\n", rc);
@@ -475,7 +484,7 @@ int main(void)
 		int dfd = open(probe, O_RDONLY | O_DIRECT);
 		if (dfd >= 0)
 			close(dfd);
-		io_paths(st, !nd && dfd >= 0);
+		io_paths(st, !nd && dfd >= 0, pass == 2);
 		session_logic(st);
 		rnbd_store_free(st);
 	}

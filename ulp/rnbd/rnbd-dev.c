@@ -16,13 +16,16 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,7 +41,7 @@ struct rnbd_dev {
 	unsigned opens, writers;
 	struct {
 		_Atomic uint64_t reads, writes, flushes, discards, write_zeroes, bytes_read,
-			bytes_written, errors, refused, direct_ios, buffered_ios;
+			bytes_written, errors, refused, direct_ios, buffered_ios, sync_ios;
 	} c;
 };
 
@@ -51,6 +54,7 @@ struct rnbd_handle {
 	unsigned dio_align;
 	bool is_bdev;
 	bool secure_erase;	/* a block device that takes BLKSECDISCARD (probed at open) */
+	bool sync_io;		/* IO runs synchronously on the submitting thread (rnbd-dev.h) */
 	uint64_t size, nsectors;
 	uint16_t lbs, pbs;
 	pthread_mutex_t lock;
@@ -62,10 +66,16 @@ struct rnbd_store {
 	char search_path[PATH_MAX];
 	uint32_t max_io_bytes;
 	bool no_direct;
+	int sync_io;
 	pthread_mutex_t lock;		/* devices list */
 	struct rnbd_dev *devs;
 	struct io_uring ring;
 	pthread_mutex_t sq_lock;
+	pthread_mutex_t cq_lock;	/* whoever reaps the CQ holds it (reap_cq) */
+	_Atomic unsigned outstanding;	/* SQEs submitted whose CQE is not reaped yet */
+	pthread_mutex_t idle_lock;	/* the completion thread's sleep while nothing is */
+	pthread_cond_t idle_cv;		/* outstanding */
+	_Atomic bool cq_idle;
 	pthread_t cq_thread;
 	_Atomic bool stopping;		/* read by the engine thread without sq_lock */
 };
@@ -103,6 +113,47 @@ static void io_finish(struct rnbd_io *io, int err)
 static void io_complete(struct rnbd_io *io, int res);
 static void *secure_erase_main(void *arg);
 
+/* Under cq_lock: completes every CQE there is. io_complete may queue the request's next stage
+ * (its reap_cq finds the lock taken: this loop takes that CQE too). */
+static void drain_cq_locked(struct rnbd_store *st)
+{
+	struct io_uring_cqe *cqe;
+
+	while (io_uring_peek_cqe(&st->ring, &cqe) == 0) {
+		struct rnbd_io *io = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&st->ring, cqe);
+		atomic_fetch_sub(&st->outstanding, 1);
+		if (io)		/* NULL: the stop NOP */
+			io_complete(io, res);
+	}
+}
+
+/*
+ * Reaps the CQ if no other thread does. A thread that finds the lock taken leaves its CQEs to
+ * the holder, which looks at the CQ again after it let go: nothing is left behind (the CQE was
+ * posted before the failed trylock, the holder's look comes after its unlock).
+ */
+static void reap_cq(struct rnbd_store *st)
+{
+	while (io_uring_cq_ready(&st->ring)) {
+		if (pthread_mutex_trylock(&st->cq_lock))
+			return;
+		drain_cq_locked(st);
+		pthread_mutex_unlock(&st->cq_lock);
+	}
+}
+
+/* IO still in flight after its submission: the completion thread must wait for it. */
+static void wake_cq_thread(struct rnbd_store *st)
+{
+	if (!atomic_load(&st->outstanding) || !atomic_load(&st->cq_idle))
+		return;
+	pthread_mutex_lock(&st->idle_lock);
+	pthread_cond_signal(&st->idle_cv);
+	pthread_mutex_unlock(&st->idle_lock);
+}
+
 static struct io_uring_sqe *get_sqe(struct rnbd_store *st)
 {
 	struct io_uring_sqe *sqe;
@@ -112,7 +163,39 @@ static struct io_uring_sqe *get_sqe(struct rnbd_store *st)
 	return sqe;
 }
 
-/* Queues the io's current stage. Caller holds nothing. */
+static int write_zeroes_slow(struct rnbd_handle *h, uint64_t off, uint64_t len);
+
+/* The io's current stage done at once on this thread (a device in memory): what its
+ * io_uring operation would do, with the same result (bytes or -errno). */
+static int io_sync(struct rnbd_io *io, int fd, uint64_t off, uint32_t len)
+{
+	struct rnbd_handle *h = io->h;
+	struct iovec v = { io->data + io->done_bytes, len };
+	ssize_t n;
+
+	if (io->stage == ST_PREFLUSH || io->stage == ST_POSTSYNC || io->r.op == RNBD_OP_FLUSH)
+		return fdatasync(h->fd) < 0 ? -errno : 0;
+	switch (io->r.op) {
+	case RNBD_OP_READ:
+		do
+			n = preadv2(fd, &v, 1, off, 0);
+		while (n < 0 && errno == EINTR);
+		return n < 0 ? -errno : (int)n;
+	case RNBD_OP_WRITE:
+		do
+			n = pwritev2(fd, &v, 1, off, io->r.flags & RNBD_F_FUA ? RWF_DSYNC : 0);
+		while (n < 0 && errno == EINTR);
+		return n < 0 ? -errno : (int)n;
+	case RNBD_OP_DISCARD:
+		return fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) < 0 ?
+		       -errno : 0;
+	default:	/* WRITE_ZEROES */
+		return fallocate(h->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off, len) < 0 ?
+		       -errno : 0;
+	}
+}
+
+/* Queues the io's current stage (or runs it at once: sync_io). Caller holds nothing. */
 static void io_queue(struct rnbd_io *io)
 {
 	struct rnbd_handle *h = io->h;
@@ -132,6 +215,8 @@ static void io_queue(struct rnbd_io *io)
 		pthread_attr_destroy(&at);
 		return;
 	}
+	if (h->sync_io)
+		return io_complete(io, io_sync(io, fd, off, len));
 	pthread_mutex_lock(&st->sq_lock);
 	sqe = get_sqe(st);
 	if (io->stage == ST_PREFLUSH || io->stage == ST_POSTSYNC || io->r.op == RNBD_OP_FLUSH) {
@@ -150,8 +235,13 @@ static void io_queue(struct rnbd_io *io)
 					off, len);
 	}
 	io_uring_sqe_set_data(sqe, io);
+	atomic_fetch_add(&st->outstanding, 1);
 	io_uring_submit(&st->ring);
 	pthread_mutex_unlock(&st->sq_lock);
+	/* what completed in the submission (a read from the page cache, ...) is answered here,
+	 * on the submitting thread (RTRS's event thread): no hand-off to the completion thread */
+	reap_cq(st);
+	wake_cq_thread(st);
 }
 
 /* SECURE_ERASE of a block device: io_uring has no such op, so BLKSECDISCARD on a thread of
@@ -251,28 +341,41 @@ static void io_complete(struct rnbd_io *io, int res)
 	io_finish(io, 0);
 }
 
+/*
+ * The completion thread: completions that did not come during their submission (O_DIRECT
+ * IO of a device, a buffered write handed to io_uring's workers, ...). It sleeps on a
+ * condition while nothing is outstanding (a submitter that leaves IO in flight wakes it), else
+ * in the kernel until a CQE comes, then reaps as reap_cq does.
+ */
 static void *cq_thread(void *arg)
 {
 	struct rnbd_store *st = arg;
-	struct io_uring_cqe *cqe;
 
 	for (;;) {
-		int rc = io_uring_wait_cqe(&st->ring, &cqe);
-		if (rc == -EINTR)
-			continue;
-		if (rc < 0) {
-			fprintf(stderr, "rnbd: io_uring_wait_cqe: %s\n", strerror(-rc));
+		pthread_mutex_lock(&st->idle_lock);
+		while (!atomic_load(&st->outstanding) && !st->stopping) {
+			atomic_store(&st->cq_idle, true);
+			if (atomic_load(&st->outstanding))	/* submitted meanwhile */
+				break;
+			pthread_cond_wait(&st->idle_cv, &st->idle_lock);
+		}
+		atomic_store(&st->cq_idle, false);
+		pthread_mutex_unlock(&st->idle_lock);
+		if (st->stopping && !atomic_load(&st->outstanding))
 			return NULL;
-		}
-		struct rnbd_io *io = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
-		io_uring_cqe_seen(&st->ring, cqe);
-		if (!io) {	/* the stop NOP */
-			if (st->stopping)
+		if (!io_uring_cq_ready(&st->ring)) {
+			/* wait for one CQE (it may be reaped by a submitter before we look) */
+			int rc = syscall(__NR_io_uring_enter, st->ring.ring_fd, 0, 1,
+					 IORING_ENTER_GETEVENTS, NULL, _NSIG / 8);
+			if (rc < 0 && errno != EINTR && errno != EAGAIN && errno != EBUSY) {
+				fprintf(stderr, "rnbd: io_uring_enter: %s\n", strerror(errno));
 				return NULL;
-			continue;
+			}
 		}
-		io_complete(io, res);
+		pthread_mutex_lock(&st->cq_lock);
+		drain_cq_locked(st);
+		pthread_mutex_unlock(&st->cq_lock);
+		reap_cq(st);	/* what a failed trylock left meanwhile */
 	}
 }
 
@@ -292,8 +395,12 @@ int rnbd_store_new(const struct rnbd_store_opts *o, struct rnbd_store **out)
 	st->max_io_bytes = o->max_io_bytes ? o->max_io_bytes : 128 * 1024;
 	st->max_io_bytes &= ~(RNBD_SECTOR_SIZE - 1);
 	st->no_direct = o->no_direct;
+	st->sync_io = o->sync_io;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_mutex_init(&st->sq_lock, NULL);
+	pthread_mutex_init(&st->cq_lock, NULL);
+	pthread_mutex_init(&st->idle_lock, NULL);
+	pthread_cond_init(&st->idle_cv, NULL);
 	rc = io_uring_queue_init(o->queue_depth ? o->queue_depth : 256, &st->ring, 0);
 	if (rc < 0) {
 		free(st);
@@ -315,11 +422,17 @@ void rnbd_store_free(struct rnbd_store *st)
 
 	if (!st)
 		return;
-	pthread_mutex_lock(&st->sq_lock);
+	/* a NOP wakes the completion thread if it waits in the kernel, the condition if it
+	 * sleeps there; it reaps the NOP and, nothing outstanding, ends */
+	pthread_mutex_lock(&st->idle_lock);
 	st->stopping = true;
+	pthread_cond_signal(&st->idle_cv);
+	pthread_mutex_unlock(&st->idle_lock);
+	pthread_mutex_lock(&st->sq_lock);
 	sqe = get_sqe(st);
 	io_uring_prep_nop(sqe);
 	io_uring_sqe_set_data(sqe, NULL);
+	atomic_fetch_add(&st->outstanding, 1);
 	io_uring_submit(&st->ring);
 	pthread_mutex_unlock(&st->sq_lock);
 	pthread_join(st->cq_thread, NULL);
@@ -449,6 +562,17 @@ int rnbd_store_open(struct rnbd_store *st, const char *sessname, const char *nam
 		h->size = sb.st_size;
 	}
 	h->nsectors = h->size >> RNBD_SECTOR_SHIFT;
+	if (st->sync_io == RNBD_SYNC_IO_ALWAYS) {
+		h->sync_io = true;
+	} else if (st->sync_io == RNBD_SYNC_IO_AUTO) {
+		/* in memory: tmpfs, ramfs, or a RAM disk (brd, major 1) */
+		struct statfs fs;
+		if (h->is_bdev)
+			h->sync_io = major(sb.st_rdev) == 1;
+		else if (fstatfs(fd, &fs) == 0)
+			h->sync_io = fs.f_type == 0x01021994 /* TMPFS_MAGIC */ ||
+				     fs.f_type == 0x858458f6 /* RAMFS_MAGIC */;
+	}
 	h->dio_align = h->is_bdev ? h->lbs : 4096;
 	if (!st->no_direct) {
 		char self[64];
@@ -615,6 +739,8 @@ void rnbd_handle_submit(struct rnbd_handle *h, const struct rnbd_req *r, void *d
 		io->direct = h->dfd >= 0 && !(((uintptr_t)data | (r->sector << RNBD_SECTOR_SHIFT) |
 					       r->bi_size) & a);
 		atomic_fetch_add(io->direct ? &d->c.direct_ios : &d->c.buffered_ios, 1);
+		if (h->sync_io)
+			atomic_fetch_add(&d->c.sync_ios, 1);
 	}
 	pthread_mutex_lock(&h->lock);
 	h->inflight++;
@@ -645,6 +771,7 @@ static void copy_stats(const struct rnbd_dev *d, struct rnbd_dev_stats *s)
 	s->refused = d->c.refused;
 	s->direct_ios = d->c.direct_ios;
 	s->buffered_ios = d->c.buffered_ios;
+	s->sync_ios = d->c.sync_ios;
 }
 
 void rnbd_handle_stats(const struct rnbd_handle *h, struct rnbd_dev_stats *s)

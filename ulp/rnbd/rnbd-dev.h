@@ -21,7 +21,19 @@ struct rnbd_store_opts {
 	unsigned queue_depth;		/* io_uring entries (default 256) */
 	uint32_t max_io_bytes;		/* max_hw_sectors * 512 in OPEN_RSP (default 128 KiB) */
 	bool no_direct;			/* never O_DIRECT (tests) */
+	int sync_io;			/* RNBD_SYNC_IO_*: where IO runs (below) */
 };
+
+/*
+ * Where a request's IO runs. io_uring hands work that cannot complete at once to its worker
+ * threads, and a file system without non-blocking IO (tmpfs) has all of it handed over: a
+ * thread hand-off or two per request. A device in memory (tmpfs, ramfs, a RAM disk) never
+ * waits for a disk, so its IO is done at once, synchronously, on the thread that submits it
+ * (the transport's event thread), which then answers without any hand-off.
+ */
+#define RNBD_SYNC_IO_AUTO 0	/* synchronous for devices in memory, io_uring otherwise */
+#define RNBD_SYNC_IO_ALWAYS 1	/* synchronous for every device (tests; small setups) */
+#define RNBD_SYNC_IO_NEVER (-1)	/* io_uring for every device */
 
 /* 0 or -errno. */
 int rnbd_store_new(const struct rnbd_store_opts *o, struct rnbd_store **out);
@@ -50,8 +62,9 @@ typedef void (*rnbd_done_fn)(void *priv, int err);
 /*
  * Runs IO request r (parsed by rnbd_parse; its range is checked here against the device) with
  * data (READ: bi_size bytes to fill; WRITE: bi_size bytes to write; else NULL). done(priv, err)
- * is called exactly once: from the engine's thread, or before this returns when the request
- * is refused (err < 0: -EINVAL out of range, -EPERM write through an RO open, -EOPNOTSUPP
+ * is called exactly once: from the engine's thread, or before this returns when the IO
+ * completed at once (synchronous IO, or io_uring completed it in the submission) or the
+ * request is refused (err < 0: -EINVAL out of range, -EPERM write through an RO open, -EOPNOTSUPP
  * SECURE_ERASE). A refused request touches nothing.
  */
 void rnbd_handle_submit(struct rnbd_handle *h, const struct rnbd_req *r, void *data,
@@ -61,6 +74,7 @@ void rnbd_handle_submit(struct rnbd_handle *h, const struct rnbd_req *r, void *d
 struct rnbd_dev_stats {
 	uint64_t reads, writes, flushes, discards, write_zeroes, bytes_read, bytes_written;
 	uint64_t errors, refused, direct_ios, buffered_ios;
+	uint64_t sync_ios;	/* READ/WRITE done synchronously on the submitting thread */
 };
 void rnbd_handle_stats(const struct rnbd_handle *h, struct rnbd_dev_stats *s);
 /* Calls fn for every open device of the store (path, writers, opens, counters). */

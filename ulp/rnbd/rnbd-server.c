@@ -3,7 +3,7 @@
  * rnbd-server: exports the files and block devices under a search path over RTRS.
  *
  *   rnbd-server --search-path DIR [--listen ADDR] [--port 1234] [--max-io BYTES]
- *               [--queue-depth N] [--stats FILE] [--no-direct]
+ *               [--queue-depth N] [--stats FILE] [--no-direct] [--sync-io auto|always|never]
  *
  * The RNBD logic is rnbd-srv.c and rnbd-dev.c; this file is the program around them: options,
  * the sessions RTRS brings (one rnbd_srv_sess each), counters written to --stats every second,
@@ -50,13 +50,13 @@ static void print_dev(void *arg, const char *path, unsigned opens, unsigned writ
 
 	fprintf(f, "device %s opens %u writers %u reads %llu writes %llu flushes %llu "
 		"discards %llu write_zeroes %llu bytes_read %llu bytes_written %llu errors %llu "
-		"refused %llu direct %llu buffered %llu\n", path, opens, writers,
+		"refused %llu direct %llu buffered %llu sync %llu\n", path, opens, writers,
 		(unsigned long long)d->reads, (unsigned long long)d->writes,
 		(unsigned long long)d->flushes, (unsigned long long)d->discards,
 		(unsigned long long)d->write_zeroes, (unsigned long long)d->bytes_read,
 		(unsigned long long)d->bytes_written, (unsigned long long)d->errors,
 		(unsigned long long)d->refused, (unsigned long long)d->direct_ios,
-		(unsigned long long)d->buffered_ios);
+		(unsigned long long)d->buffered_ios, (unsigned long long)d->sync_ios);
 }
 
 static void stats_write(struct rnbd_server *s)
@@ -95,6 +95,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: rnbd-server --search-path DIR [--listen ADDR] [--port PORT]\n"
 		   "                   [--max-io BYTES] [--queue-depth N] [--stats FILE] [--no-direct]\n"
+		   "                   [--sync-io auto|always|never]\n"
 		   "  --search-path DIR  export what is under DIR; %%SESSNAME%% in it: per session\n"
 		   "  --listen ADDR      address to listen on (repeat: one per path; default: all)\n"
 		   "  --hb-interval-ms N RTRS heartbeat interval\n"
@@ -102,7 +103,10 @@ static void usage(FILE *f)
 		   "                     0: one key for all chunks, docs/rtrs.md)\n"
 		   "  --port PORT        RTRS port (default %d, the kernel's)\n"
 		   "  --max-io BYTES     largest IO (default: the transport's)\n"
-		   "  --stats FILE       counters, rewritten every second\n", RNBD_RTRS_PORT);
+		   "  --stats FILE       counters, rewritten every second\n"
+		   "  --sync-io MODE     IO done at once on the RTRS event thread: auto (devices in\n"
+		   "                     memory: tmpfs, ramfs, RAM disks), always, never (io_uring)\n",
+		   RNBD_RTRS_PORT);
 }
 
 int main(int argc, char **argv)
@@ -112,13 +116,14 @@ int main(int argc, char **argv)
 		{ "port", required_argument, 0, 'p' }, { "max-io", required_argument, 0, 'm' },
 		{ "queue-depth", required_argument, 0, 'q' }, { "stats", required_argument, 0, 'S' },
 		{ "no-direct", no_argument, 0, 'D' }, { "hb-interval-ms", required_argument, 0, 'H' },
-		{ "always-invalidate", required_argument, 0, 'A' }, { "help", no_argument, 0, 'h' }, { 0 } };
+		{ "always-invalidate", required_argument, 0, 'A' }, { "help", no_argument, 0, 'h' },
+		{ "sync-io", required_argument, 0, 'Y' }, { 0 } };
 	struct rnbd_store_opts so = { 0 };
 	int c, rc;
 
 	S.port = RNBD_RTRS_PORT;
 	pthread_mutex_init(&S.lock, NULL);
-	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:A:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:A:Y:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': so.search_path = optarg; break;
 		case 'l':
@@ -141,6 +146,18 @@ int main(int argc, char **argv)
 		case 'q': so.queue_depth = atoi(optarg); break;
 		case 'S': S.stats_file = optarg; break;
 		case 'D': so.no_direct = true; break;
+		case 'Y':
+			if (!strcmp(optarg, "auto"))
+				so.sync_io = RNBD_SYNC_IO_AUTO;
+			else if (!strcmp(optarg, "always"))
+				so.sync_io = RNBD_SYNC_IO_ALWAYS;
+			else if (!strcmp(optarg, "never"))
+				so.sync_io = RNBD_SYNC_IO_NEVER;
+			else {
+				fprintf(stderr, "rnbd-server: --sync-io takes auto, always or never\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
