@@ -24,7 +24,8 @@
  *                   0x04 sender's comm ID := the one the target knows the peer by (and TID); 0x08
  *                   from the stranger; 0x10..0x30 target (newest active id, newest child, UD
  *                   active id, newest UD child); 0x40 a valid rdma_cm REQ / SIDR_REQ for the
- *                   listener (service ID, rdma_cm header, the sender's GID, RC); 0x80 with
+ *                   listener (service ID, rdma_cm header, the sender's GID, RC; with 0x02,
+ *                   for the port after the listener's, where nobody listens); 0x80 with
  *                   softrdma's GRH marker and a softrdma device's UDP source port (a softrdma
  *                   peer: its connections are probed with Get(ClassPortInfo) once
  *                   established, and ended when the answers stop; its REQ or SIDR_REQ for a
@@ -486,11 +487,16 @@ static void input_mad(uint8_t a, uint8_t ctl, const uint8_t *body, size_t len)
 	}
 	pthread_mutex_unlock(&cm.lock);
 	if (ctl & 0x40) {
+		/* with 0x02 (which names no receiver's ID in a REQ or SIDR_REQ): for the port
+		 * after the listener's, which no listener here takes (the redirect's QUERY) */
+		struct sockaddr_in to = m.hdr.attr_id == SR_CM_ATTR_REQ ? laddr : uladdr;
+
+		if (ctl & 0x02)
+			to.sin_port = htons((uint16_t)(ntohs(to.sin_port) + 1));
 		if (m.hdr.attr_id == SR_CM_ATTR_REQ)
-			rdma_request(&m, RDMA_PS_TCP, &laddr, (ctl & 0x08) ? &stranger_gid : &peer_gid);
+			rdma_request(&m, RDMA_PS_TCP, &to, (ctl & 0x08) ? &stranger_gid : &peer_gid);
 		else if (m.hdr.attr_id == SR_CM_ATTR_SIDR_REQ)
-			rdma_request(&m, RDMA_PS_UDP, &uladdr,
-				     (ctl & 0x08) ? &stranger_gid : &peer_gid);
+			rdma_request(&m, RDMA_PS_UDP, &to, (ctl & 0x08) ? &stranger_gid : &peer_gid);
 	}
 	deliver(&m, ctl & 0x08, ctl & 0x80);
 }

@@ -652,6 +652,8 @@ static void sidr_rep_raw(struct cm_dev *d, struct ibv_ah *ah, const struct sr_cm
 
 	memset(&r, 0, sizeof(r));
 	r.hdr = in->hdr;
+	r.hdr.method = SR_MAD_METHOD_SEND;	/* whatever the request's said (12.6.1) */
+	r.hdr.status = 0;
 	r.hdr.attr_id = SR_CM_ATTR_SIDR_REP;
 	r.sidr_rep.request_id = in->sidr_req.request_id;
 	r.sidr_rep.service_id = in->sidr_req.service_id;
@@ -955,6 +957,8 @@ void cm_ibcm_rx(struct cm_dev *d, struct ibcm_rx *rx)
 
 			memset(&r, 0, sizeof(r));
 			r.hdr = m->hdr;
+			r.hdr.method = SR_MAD_METHOD_SEND;	/* whatever the DREQ's said */
+			r.hdr.status = 0;
 			r.hdr.attr_id = SR_CM_ATTR_DREP;
 			r.drep.local_comm_id = rid;
 			r.drep.remote_comm_id = m->dreq.local_comm_id;
