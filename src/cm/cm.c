@@ -25,6 +25,7 @@
 
 #include "cm/cm.h"
 #include "cm/sys.h"
+#include "core/fd.h"
 
 struct cm_sock {
 	int fd, family, refs;
@@ -106,7 +107,7 @@ static struct cm_sock *sock_new(int family, const struct sockaddr *bind_to, bool
 		*err = -ENOMEM;
 		return NULL;
 	}
-	s->fd = sys_socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	s->fd = sr_fd_high(sys_socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (s->fd < 0) {
 		*err = -errno;
 		free(s);
@@ -964,8 +965,8 @@ int cm_start(void)
 
 	if (cm.started)
 		return 0;
-	cm.epfd = epoll_create1(EPOLL_CLOEXEC);
-	cm.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	cm.epfd = sr_fd_high(epoll_create1(EPOLL_CLOEXEC));
+	cm.evfd = sr_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (cm.epfd < 0 || cm.evfd < 0)
 		return -errno;
 	epoll_ctl(cm.epfd, EPOLL_CTL_ADD, cm.evfd, &ev);

@@ -10,6 +10,7 @@
  * Nothing here may fail the device: when the directory is missing, not ours, or not
  * writable, the counters live in private memory and only a debug line says so.
  */
+#include "core/fd.h"
 #include "core/stats.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -179,6 +180,7 @@ static int stats_file_create(struct sr_stats *s, int dfd, const char *dirpath, i
 	}
 	if (fd < 0)
 		return -errno;
+	fd = sr_fd_high(fd);	/* held for the device's life: above the application's numbers */
 	/* Before the file has a name, so no reader can ever see it unlocked. Without flock
 	 * support readers fall back to kill(pid, 0). */
 	(void)flock(fd, LOCK_SH | LOCK_NB);

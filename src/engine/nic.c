@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/fd.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "engine/engine.h"
@@ -884,8 +885,8 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	}
 	sr_stats_open(&nic->stats, d->ibdev.name, sr_addr_str(&nic->addr, ident, sizeof(ident)));
 
-	nic->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	nic->epfd = epoll_create1(EPOLL_CLOEXEC);
+	nic->evfd = sr_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	nic->epfd = sr_fd_high(epoll_create1(EPOLL_CLOEXEC));
 	if (nic->evfd < 0 || nic->epfd < 0) {
 		ret = -errno;
 		goto fail;

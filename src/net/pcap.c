@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fd.h"
 #include "net/pcap.h"
 
 #define SR_PCAP_MAGIC_NSEC 0xa1b23c4du
@@ -114,7 +115,7 @@ struct sr_pcap *sr_pcap_open(const char *path)
 	pc = calloc(1, sizeof(*pc));
 	if (!pc)
 		return NULL;
-	pc->fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	pc->fd = sr_fd_high(open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
 	if (pc->fd < 0)
 		goto free_pc;
 	if (writev_all(pc->fd, &iov, 1))

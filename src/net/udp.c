@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/fd.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "net/fault.h"
@@ -103,7 +104,7 @@ int sr_net_open(struct sr_nic *nic)
 	int fd, one = 1, ret, err;
 	char buf[80];
 
-	fd = sys_socket(nic->addr.family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sr_fd_high(sys_socket(nic->addr.family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return -errno;
 	nic->fd = fd;
@@ -224,7 +225,7 @@ int sr_net_mcast_open(struct sr_nic *nic, const struct sr_addr *group)
 	socklen_t l;
 	int fd, one = 1, ret;
 
-	fd = sys_socket(group->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sr_fd_high(sys_socket(group->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return -errno;
 	sys_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

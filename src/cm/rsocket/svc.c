@@ -14,6 +14,7 @@
 #include <sys/epoll.h>
 
 #include "cm/rsocket/rs.h"
+#include "core/fd.h"
 
 static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
 static int svc_epfd = -1;
@@ -49,7 +50,7 @@ static int svc_start(void)
 
 	if (svc_epfd >= 0)
 		return 0;
-	svc_epfd = epoll_create1(EPOLL_CLOEXEC);
+	svc_epfd = sr_fd_high(epoll_create1(EPOLL_CLOEXEC));
 	if (svc_epfd < 0)
 		return -errno;
 	pthread_attr_init(&at);
