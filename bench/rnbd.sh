@@ -101,10 +101,13 @@ die() { echo "bench/rnbd.sh: $*" >&2; exit 1; }
 
 PORT_R=$((20000 + RANDOM % 10000))
 PORT_T=$((PORT_R + 1))
-# A: rnbd-server on both veths (buffered IO: the same page cache as nbdkit file's)
+# A: rnbd-server on both veths (buffered IO: the same page cache as nbdkit file's; the file is
+# on tmpfs, so the server does its IO on the RTRS event thread: --sync-io auto). 256 KiB RTRS
+# chunks (128 per session, 32 MiB) so that a 128 KiB request is one RTRS request, not 124 KiB
+# + 4 KiB as with the kernel's default 128 KiB chunk (docs/rnbd.md, "Performance").
 timeout -k 5 86400 ip netns exec "$NSA" env SOFTRDMA_NETDEV=srbv0,srbv1 "$SR" run -- \
 	"$SERVER" --search-path "$exp" --listen "$NET1.1" --listen "$NET2.1" --port "$PORT_R" \
-	--no-direct >"$tmp/rnbd-server.log" 2>&1 &
+	--no-direct --chunk-size 262144 --sess-queue-depth 128 >"$tmp/rnbd-server.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q exporting "$tmp/rnbd-server.log" && break; sleep 0.1; done
 grep -q exporting "$tmp/rnbd-server.log" || { cat "$tmp/rnbd-server.log" >&2; die "rnbd-server did not start"; }

@@ -94,6 +94,10 @@ int rnbd_server_start(struct rnbd_server *srv)
 		o.hb_interval_ms = srv->hb_interval_ms;
 	if (srv->no_always_invalidate)
 		o.always_invalidate = 0;
+	if (srv->chunk_size)
+		o.chunk_size = srv->chunk_size;
+	if (srv->sess_qd)
+		o.queue_depth = srv->sess_qd;
 	for (unsigned i = 0; i < n; i++) {
 		if (srv->nlisten)
 			snprintf(addr[i], sizeof(addr[i]), "%s:%d", srv->listen_addr[i], srv->port);
@@ -112,11 +116,13 @@ void rnbd_server_stop(struct rnbd_server *srv)
 	srv->xport = NULL;
 }
 
-uint32_t rnbd_server_max_io(void)
+uint32_t rnbd_server_max_io(const struct rnbd_server *s)
 {
 	struct rtrs_srv_opts o;
 
 	rtrs_srv_opts_init(&o);
+	if (s->chunk_size)
+		o.chunk_size = s->chunk_size;
 	return o.chunk_size - o.max_hdr_size;
 }
 

@@ -95,7 +95,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: rnbd-server --search-path DIR [--listen ADDR] [--port PORT]\n"
 		   "                   [--max-io BYTES] [--queue-depth N] [--stats FILE] [--no-direct]\n"
-		   "                   [--sync-io auto|always|never]\n"
+		   "                   [--sync-io auto|always|never] [--chunk-size BYTES]\n"
+		   "                   [--sess-queue-depth N]\n"
 		   "  --search-path DIR  export what is under DIR; %%SESSNAME%% in it: per session\n"
 		   "  --listen ADDR      address to listen on (repeat: one per path; default: all)\n"
 		   "  --hb-interval-ms N RTRS heartbeat interval\n"
@@ -103,6 +104,9 @@ static void usage(FILE *f)
 		   "                     0: one key for all chunks, docs/rtrs.md)\n"
 		   "  --port PORT        RTRS port (default %d, the kernel's)\n"
 		   "  --max-io BYTES     largest IO (default: the transport's)\n"
+		   "  --chunk-size BYTES RTRS chunk: the largest IO is this less 4 KiB of header room\n"
+		   "                     (default 131072, the kernel's; a power of two >= 8192)\n"
+		   "  --sess-queue-depth N  RTRS chunks (requests in flight) per session (512)\n"
 		   "  --stats FILE       counters, rewritten every second\n"
 		   "  --sync-io MODE     IO done at once on the RTRS event thread: auto (devices in\n"
 		   "                     memory: tmpfs, ramfs, RAM disks), always, never (io_uring)\n",
@@ -117,13 +121,14 @@ int main(int argc, char **argv)
 		{ "queue-depth", required_argument, 0, 'q' }, { "stats", required_argument, 0, 'S' },
 		{ "no-direct", no_argument, 0, 'D' }, { "hb-interval-ms", required_argument, 0, 'H' },
 		{ "always-invalidate", required_argument, 0, 'A' }, { "help", no_argument, 0, 'h' },
-		{ "sync-io", required_argument, 0, 'Y' }, { 0 } };
+		{ "sync-io", required_argument, 0, 'Y' }, { "chunk-size", required_argument, 0, 'C' },
+		{ "sess-queue-depth", required_argument, 0, 'Q' }, { 0 } };
 	struct rnbd_store_opts so = { 0 };
 	int c, rc;
 
 	S.port = RNBD_RTRS_PORT;
 	pthread_mutex_init(&S.lock, NULL);
-	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:A:Y:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:p:m:q:S:DH:A:Y:C:Q:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': so.search_path = optarg; break;
 		case 'l':
@@ -146,6 +151,22 @@ int main(int argc, char **argv)
 		case 'q': so.queue_depth = atoi(optarg); break;
 		case 'S': S.stats_file = optarg; break;
 		case 'D': so.no_direct = true; break;
+		case 'C': {
+			unsigned long v = strtoul(optarg, NULL, 0);
+			if (v < 8192 || v > (1ul << 24) || (v & (v - 1))) {
+				fprintf(stderr, "rnbd-server: --chunk-size: a power of two, 8 KiB..16 MiB\n");
+				return 2;
+			}
+			S.chunk_size = v;
+			break;
+		}
+		case 'Q':
+			S.sess_qd = atoi(optarg);
+			if (S.sess_qd < 1 || S.sess_qd > 65535) {
+				fprintf(stderr, "rnbd-server: --sess-queue-depth: 1..65535\n");
+				return 2;
+			}
+			break;
 		case 'Y':
 			if (!strcmp(optarg, "auto"))
 				so.sync_io = RNBD_SYNC_IO_AUTO;
@@ -166,7 +187,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	so.max_io_bytes = S.max_io ? S.max_io : rnbd_server_max_io();
+	so.max_io_bytes = S.max_io ? S.max_io : rnbd_server_max_io(&S);
 	rc = rnbd_store_new(&so, &S.st);
 	if (rc) {
 		fprintf(stderr, "rnbd-server: %s: %s\n", so.search_path, strerror(-rc));

@@ -18,6 +18,8 @@ struct rnbd_server {
 	int no_always_invalidate;	/* --always-invalidate 0 (the RTRS default is 1) */
 	int port;
 	uint32_t max_io;
+	uint32_t chunk_size;	/* --chunk-size: RTRS chunk (0: RTRS's default, 128 KiB) */
+	uint32_t sess_qd;	/* --sess-queue-depth: chunks per session (0: RTRS's, 512) */
 	const char *stats_file;
 	pthread_mutex_t lock;
 	struct rnbd_srv_sess *sess[RNBD_SERVER_MAX_SESS];
@@ -30,7 +32,7 @@ void rnbd_server_stop(struct rnbd_server *s);
 /* The transport's per-path counters, one "path ..." line each. */
 void rnbd_server_xport_stats(struct rnbd_server *s, FILE *f);
 /* The transport's largest IO (its chunk less its header room), the default of --max-io. */
-uint32_t rnbd_server_max_io(void);
+uint32_t rnbd_server_max_io(const struct rnbd_server *s);
 
 void rnbd_server_add_sess(struct rnbd_server *s, struct rnbd_srv_sess *sess);
 void rnbd_server_del_sess(struct rnbd_server *s, struct rnbd_srv_sess *sess);
