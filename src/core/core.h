@@ -467,6 +467,8 @@ struct sr_swqe {
 	bool inl;			/* payload copied into the inline buffer */
 	bool in_stream;			/* posted with no poll of the send CQ since the QP's
 					 * previous post (sr_swqe_finish; direct path) */
+	bool dplaced;			/* WRITE with immediate: the data is in place already (the
+					 * same-host direct path); one packet, no payload (req.c) */
 	uint8_t state;
 	uint8_t status;			/* a local error found while sending (enum ibv_wc_status) */
 	uint64_t raddr;
@@ -739,6 +741,10 @@ void sr_direct_close(struct sr_nic *nic);
 void sr_direct_mr_publish(struct sr_mr *mr);
 void sr_direct_mr_withdraw(struct sr_mr *mr);
 void sr_direct_mr_wait(struct sr_mr *mr);
+/* A memory window's entry after a bind, unbind, invalidation or dealloc (nic->keys.lock held):
+ * old_key (nonzero: the window had a live key) is cleared and its peers' copies drained first,
+ * then the window's current binding is published. */
+void sr_direct_mw_update(struct sr_mw *mw, uint32_t old_key);
 /* The QP's entry, from its current state and attributes (qp lock held). */
 void sr_direct_qp_publish(struct sr_qp *qp);
 void sr_direct_qp_withdraw(struct sr_qp *qp);	/* before its index is freed */

@@ -225,6 +225,8 @@ void sr_direct_close(struct sr_nic *nic)
 	nic->direct = NULL;
 }
 
+static void key_wait(struct dkey *k, uint32_t rkey);
+
 static void key_write(struct sr_mr *mr, bool live)
 {
 	struct sr_direct *d = mr->nic->direct;
@@ -259,12 +261,18 @@ void sr_direct_mr_withdraw(struct sr_mr *mr)
 void sr_direct_mr_wait(struct sr_mr *mr)
 {
 	struct sr_direct *d = mr->nic->direct;
-	struct dkey *k;
-	uint64_t t0 = 0;
 
 	if (!d || !d->map || mr->index >= d->map->nkey)
 		return;
-	k = key_ent(d->map, mr->index);
+	key_wait(key_ent(d->map, mr->index), mr->ibmr.rkey);
+}
+
+/* Waits until no requester copies through key entry k (a dereg's or an invalidation's wait:
+ * the entry was cleared before; see sr_direct_mr_wait). */
+static void key_wait(struct dkey *k, uint32_t rkey)
+{
+	uint64_t t0 = 0;
+
 	atomic_thread_fence(memory_order_seq_cst);
 	while (atomic_load(&k->busy)) {
 		uint64_t now = sr_now_ns();
@@ -273,12 +281,46 @@ void sr_direct_mr_wait(struct sr_mr *mr)
 			t0 = now;
 		if (now - t0 > 2000000000ull) {
 			/* A requester died in the middle of a copy (a live one takes microseconds). */
-			sr_warn("ibv_dereg_mr: a same-host peer's copy through key 0x%x did not end in "
-				"2 s (a requester that died in it?); going on", mr->ibmr.rkey);
+			sr_warn("a same-host peer's copy through key 0x%x did not end in 2 s (a "
+				"requester that died in it?); going on", rkey);
 			break;
 		}
 		usleep(20);
 	}
+}
+
+/*
+ * A memory window's entry (nic->keys.lock held): it follows every bind, unbind, invalidation
+ * and deallocation. The old entry is cleared and its copies drained before the new one is
+ * written, so that once the operation that changed the window has executed, no copy through
+ * its old key is still landing (as with ibv_dereg_mr; the verb completes after this returns).
+ * A window's entry carries its own range and rights; base is where its first byte is.
+ */
+void sr_direct_mw_update(struct sr_mw *mw, uint32_t old_key)
+{
+	struct sr_direct *d = mw->nic->direct;
+	struct dkey *k;
+
+	if (!d || !d->map || mw->index >= d->map->nkey)
+		return;
+	k = key_ent(d->map, mw->index);
+	if (old_key) {
+		seq_write_begin(&k->seq);
+		memset(&k->d, 0, sizeof(k->d));
+		seq_write_end(&k->seq);
+		key_wait(k, old_key);
+	}
+	if (!mw->bound || !mw->mr || mw->mr->fr || !mw->key)
+		return;
+	seq_write_begin(&k->seq);
+	k->d.key = mw->key;
+	k->d.qpn = mw->qpn;
+	k->d.access = mw->access;
+	k->d.pd = (uint64_t)(uintptr_t)mw->pd;
+	k->d.iova = mw->addr;
+	k->d.len = mw->length;
+	k->d.base = (uint64_t)(uintptr_t)(mw->mr->base + (mw->addr - mw->mr->iova));
+	seq_write_end(&k->seq);
 }
 
 static void qp_write(struct sr_qp *qp, bool live)

@@ -13,7 +13,7 @@
 #include "core/core.h"
 
 #define DIRECT_MAGIC 0x54445253u	/* "SRDT" */
-#define DIRECT_VERSION 2u
+#define DIRECT_VERSION 3u	/* 3: memory windows (dkey_data.qpn) */
 
 struct dhdr {
 	uint32_t magic, version;
@@ -40,6 +40,8 @@ struct dqp {
 
 struct dkey_data {
 	uint32_t key;			/* the rkey; 0: nothing usable at this index */
+	uint32_t qpn;			/* a type 2 window's QP (the only one it serves); 0: any
+					 * QP of the PD (an MR, a type 1 window) */
 	uint32_t access;
 	uint64_t pd;
 	uint64_t iova, len;

@@ -87,7 +87,10 @@ int sr_mw_dealloc(struct sr_mw *mw)
 	/* Accesses in flight through the window hold its MR, not the window: once it is out of
 	 * the table (under the lock every lookup takes) nothing can reach it. */
 	pthread_mutex_lock(&t->lock);
+	uint32_t live = mw->bound ? mw->key : 0;
+
 	mw_unbind(mw);
+	sr_direct_mw_update(mw, live);	/* cleared, no peer's copy through it left */
 	t->slot[mw->index] = NULL;
 	t->count--;
 	pthread_mutex_unlock(&t->lock);
@@ -147,6 +150,8 @@ int sr_mw_bind_exec(struct sr_qp *qp, struct sr_swqe *w)
 	why = bind_refusal(qp, mw, mr, w);
 	if (why)
 		goto refuse;
+	uint32_t live = mw->bound ? mw->key : 0;
+
 	mw_unbind(mw);
 	mw->key = w->u.bind.rkey;
 	if (mr && w->u.bind.length) {
@@ -158,6 +163,9 @@ int sr_mw_bind_exec(struct sr_qp *qp, struct sr_swqe *w)
 		mw->qpn = mw->ibmw.type == IBV_MW_TYPE_2 ? sr_qpn(qp) : 0;
 		mw->bound = true;
 	}
+	/* The same-host direct path's entry: the old key dead (no copy through it still
+	 * landing) before this bind completes, the new one usable. */
+	sr_direct_mw_update(mw, live);
 	pthread_mutex_unlock(&nic->keys.lock);
 	return 0;
 refuse:
@@ -178,5 +186,6 @@ int sr_mw_invalidate_locked(struct sr_qp *qp, struct sr_mw *mw, uint32_t key, bo
 	if (remote && mw->qpn != sr_qpn(qp))
 		return -EINVAL;
 	mw_unbind(mw);
+	sr_direct_mw_update(mw, key);
 	return 0;
 }

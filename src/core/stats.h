@@ -81,9 +81,11 @@
 	X(odp_prefetches, "ODP: ibv_advise_mr ranges prefetched")                     \
 	X(direct_writes, "same-host direct path: RDMA WRITEs placed with process_vm_writev, no packet (param direct)") \
 	X(direct_reads, "same-host direct path: RDMA READs fetched with process_vm_readv, no packet") \
+	X(direct_write_imms, "same-host direct path: RDMA WRITEs with immediate whose data was placed so; the immediate follows as a packet without payload") \
 	X(direct_bytes, "same-host direct path: payload bytes moved") \
 	X(direct_helper_bytes, "same-host direct path: bytes of those copied by the helper thread beside the posting one (param direct_split)") \
 	X(direct_fallbacks, "same-host direct path: WRs sent as packets after all (key, state or copy check failed)") \
+	X(rx_write_imm_placed, "responder: WRITE with immediate whose data the same-host peer had placed (direct path): receive completed, nothing copied") \
 	X(cq_overflow, "completions lost to a full CQ (CQ error event raised)")   \
 	X(fault_drop, "fault injection: packets dropped")                          \
 	X(fault_dup, "fault injection: packets duplicated")                        \

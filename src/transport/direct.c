@@ -4,7 +4,8 @@
  * (READ) to a softrdma process of this host and network namespace is copied into (out of) its
  * memory with process_vm_writev (readv), after the check its responder would make, against
  * the table it exports (core/direct.c, which says what is kept: keys, ordering,
- * deregistration, trust).
+ * deregistration, trust). A WRITE with immediate has its data placed so, and its immediate
+ * then goes as a packet of its own (req.c): the peer's receive completes when that arrives.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -218,8 +219,10 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	ssize_t n = -1;
 	int err = 0;
 
+	bool imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+
 	if (!d || !d->use || qp->type != IBV_QPT_RC || !w->length ||
-	    (w->opcode != IBV_WR_RDMA_WRITE && !rd))
+	    (w->opcode != IBV_WR_RDMA_WRITE && !imm && !rd))
 		return false;
 	if (!peer_get(d, &qp->peer, &v))
 		return false;
@@ -256,7 +259,9 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	k = (struct dkey *)(v.base + v.key_off) + kidx;
 	atomic_fetch_add(&k->busy, 1);
 	atomic_thread_fence(memory_order_seq_cst);	/* Dekker: our store before its load */
+	/* An MR, or a bound window (a type 2 one serves only the QP it is bound to). */
 	if (seq_read(&k->seq, &k->d, &kd, sizeof(kd)) && kd.key == w->rkey && kd.pd == q.pd &&
+	    (!kd.qpn || kd.qpn == q.qpn) &&
 	    (kd.access & need) == need && in_range(w->raddr, w->length, kd.iova, kd.len)) {
 		n = sr_dcopy(nic, v.pid, rd, lv, ln, (uintptr_t)(kd.base + (w->raddr - kd.iova)),
 			     w->length);
@@ -266,7 +271,8 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	atomic_fetch_sub(&k->busy, 1);
 	sr_sgl_release(&sgl);
 	if (n == (ssize_t)w->length) {
-		sr_stat_inc(&nic->stats, rd ? SR_STAT_direct_reads : SR_STAT_direct_writes);
+		sr_stat_inc(&nic->stats, rd ? SR_STAT_direct_reads : imm ? SR_STAT_direct_write_imms
+									 : SR_STAT_direct_writes);
 		sr_stat_add(&nic->stats, SR_STAT_direct_bytes, w->length);
 		return true;
 	}

@@ -117,9 +117,11 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 		break;
 	default:
 		paylen = w->length - off < mtu ? w->length - off : mtu;
+		if (w->dplaced)
+			paylen = 0;	/* the data is in place (direct path): the immediate only */
 		first = off == 0;
-		last = off + paylen == w->length;
-		covered = (int)paylen;
+		last = w->dplaced || off + paylen == w->length;
+		covered = w->dplaced ? (int)w->length : (int)paylen;
 		opcode = (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
 			  w->opcode == IBV_WR_SEND_WITH_INV)
 				 ? send_opcode(tr, first, last, w->opcode == IBV_WR_SEND_WITH_IMM,
@@ -162,8 +164,10 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
-	if (w->opcode == IBV_WR_RDMA_READ && w->seg > qp->mtu)
-		sr_bth_set_sr_rdseg((struct sr_bth *)hdr);	/* responses in w->seg (req_seg) */
+	if ((w->opcode == IBV_WR_RDMA_READ && w->seg > qp->mtu) || w->dplaced)
+		sr_bth_set_sr_rdseg((struct sr_bth *)hdr);	/* READ: responses in w->seg
+								 * (req_seg); WRITE with immediate:
+								 * SR_BTH_SR_PLACED */
 	if (oi->mask & SR_M_XRCETH)
 		sr_xrceth_build((struct sr_xrceth *)(hdr + oi->offset[SR_H_XRCETH]), w->xrc_srqn);
 	if (oi->mask & SR_M_DETH) {
@@ -434,6 +438,36 @@ static bool req_local_step(struct sr_qp *qp, struct sr_swqe *w)
 
 static void req_progress(struct sr_qp *qp);
 
+/*
+ * May a WRITE with immediate at req.idx have its data placed by the same-host direct path
+ * now? Its data must not land before any earlier request of the QP has executed at the
+ * responder, and an earlier SEND with invalidate must have run before its key is judged: so
+ * every earlier WQE still outstanding must be a local operation (executed already, when the
+ * requester passed it) or another such WRITE whose data is in place already, and whose packet
+ * only carries the immediate. In a stream of them (RTRS: each request is one, into the
+ * server's chunk) each is placed as it is posted while the earlier ones' immediates are still
+ * on their way. Large ones only: a packet goes anyway, and a small payload costs less in it
+ * than a system call of its own.
+ */
+#define SR_DIRECT_IMM_LOOK 256
+
+static bool direct_imm_ok(struct sr_qp *qp, const struct sr_swqe *w)
+{
+	struct sr_sq *sq = &qp->sq;
+
+	if (w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM || !qp->nic->direct ||
+	    qp->state != IBV_QPS_RTS || w->length < (uint64_t)sr_params()->direct_stream_min ||
+	    qp->req.idx - sq->tail > SR_DIRECT_IMM_LOOK)
+		return false;
+	for (uint32_t i = sq->tail; i != qp->req.idx; i++) {
+		const struct sr_swqe *x = sr_sq_at(sq, i);
+
+		if (!x->dplaced && !sr_op_is_local(x->opcode))
+			return false;
+	}
+	return true;
+}
+
 /* The packets of one pass leave together where they can (UDP GSO, sr_net_batch_begin). */
 void sr_req_progress(struct sr_qp *qp)
 {
@@ -496,6 +530,11 @@ static void req_progress(struct sr_qp *qp)
 									 * no rd_atomic taken */
 				continue;
 			}
+			/* A WRITE with immediate: its data by the direct path, then one packet
+			 * (in the window, in PSN order) with the immediate, whose receive
+			 * completes after the data is in place. */
+			if (direct_imm_ok(qp, w) && sr_direct_exec(qp, w))
+				w->dplaced = true;
 			if (sr_op_is_rd_atomic(w->opcode)) {
 				if (qp->req.rd_atomic >= qp->attr.max_rd_atomic)
 					break;
@@ -503,7 +542,9 @@ static void req_progress(struct sr_qp *qp)
 			}
 			w->first_psn = qp->req.psn;
 			w->seg = req_seg(qp, w);
-			w->npkts = sr_op_is_one_pkt(w->opcode) ? 1 : sr_npkts(w->length, w->seg);
+			w->npkts = sr_op_is_one_pkt(w->opcode) || w->dplaced
+					   ? 1
+					   : sr_npkts(w->length, w->seg);
 			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 			w->rd_end_psn = sr_psn_add(w->first_psn, -1);	/* no piece asked for yet */
 			w->state = SR_WQE_SENDING;

@@ -469,7 +469,17 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 			sr_mr_put(mr);
 		}
 	}
-	if (pkt->paylen > qp->resp.wleft || ((pkt->mask & SR_M_END) && pkt->paylen != qp->resp.wleft))
+	/* A same-host softrdma requester placed the data itself (direct path) and sends the
+	 * immediate alone: the key was checked over the whole range above, as for any WRITE;
+	 * nothing is copied, and the receive completes with the RETH's length. */
+	uint32_t plen = pkt->paylen;
+	bool placed = rc && (pkt->mask & SR_M_IMMDT) && (pkt->mask & SR_M_START) &&
+		      (pkt->mask & SR_M_END) && !pkt->paylen && qp->resp.wlen &&
+		      sr_bth_sr_marked(sr_pkt_bth(pkt)) && sr_bth_sr_placed(sr_pkt_bth(pkt));
+
+	if (placed)
+		plen = qp->resp.wlen;
+	if (plen > qp->resp.wleft || ((pkt->mask & SR_M_END) && plen != qp->resp.wleft))
 		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
 	/* WRITE with immediate consumes a receive WQE: check before writing anything. */
 	if ((pkt->mask & SR_M_IMMDT) && !take_rwqe(qp)) {
@@ -489,8 +499,10 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		sr_iov_copy_in(iov, n, sr_pkt_payload(pkt), pkt->paylen);
 		sr_mr_put(mr);
 	}
-	qp->resp.wva += pkt->paylen;
-	qp->resp.wleft -= pkt->paylen;
+	if (placed)
+		sr_stat_inc(&qp->nic->stats, SR_STAT_rx_write_imm_placed);
+	qp->resp.wva += plen;
+	qp->resp.wleft -= plen;
 	qp->resp.in_write = !(pkt->mask & SR_M_END);
 	if (pkt->mask & SR_M_END) {
 		qp->resp.msn++;

@@ -73,6 +73,11 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
  * this request's byte 4, the responder's own seg_max) bytes each instead of the path MTU
  * (docs/cm.md, In-band large segments). Sent as 0 otherwise; the ICRC covers it. */
 #define SR_BTH_SR_RDSEG 0x40000000u
+/* The same bit in an RDMA WRITE Only with Immediate from a marked softrdma requester: the
+ * RETH's DMA length of data is already in place, put there by the same-host direct path
+ * (docs/direct.md); the packet carries no payload, only the immediate, and its responder
+ * checks the key over the range, consumes a receive WQE and completes it, copying nothing. */
+#define SR_BTH_SR_PLACED SR_BTH_SR_RDSEG
 #define SR_BTH_PSN_MASK 0x00ffffffu
 #define SR_DEFAULT_PKEY 0xffff
 #define SR_QPN_MULTICAST 0xffffff
@@ -90,6 +95,7 @@ static inline bool sr_bth_ackreq(const struct sr_bth *b) { return sr_ld_be32(b->
 static inline bool sr_bth_sr_rdseg(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_SR_RDSEG; }
 static inline uint32_t sr_bth_psn(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_PSN_MASK; }
 static inline bool sr_bth_sr_marked(const struct sr_bth *b) { return b->qpn[0] & SR_BTH_SR_MARK; }
+static inline bool sr_bth_sr_placed(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_SR_PLACED; }
 /* The payload a softrdma sender's NIC takes (bytes; 0: unmarked or nothing beyond the MTU). */
 static inline uint32_t sr_bth_sr_seg(const struct sr_bth *b)
 {

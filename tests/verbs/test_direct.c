@@ -13,9 +13,15 @@
  *    memory, while the requester keeps writing through the old key;
  *  - a target QP in ERR gets nothing;
  *  - a target killed with SIGKILL (its table left behind) gets nothing; the READ gives up;
- *  - a target with SOFTRDMA_DIRECT=0 exports no table: the same WRITE goes as packets.
+ *  - a target with SOFTRDMA_DIRECT=0 exports no table: the same WRITE goes as packets;
+ *  - WRITE with immediate: the data placed by the copy, one packet with the immediate only;
+ *    the target's receive completes with the immediate and the length, after the data, and a
+ *    stream of them posted without a poll is placed WR by WR; memory windows (type 1 bound by
+ *    ibv_bind_mw, type 2 by a BIND_MW work request) are written through directly, and once
+ *    unbound or invalidated their old key gets REM_ACCESS_ERR, nothing written.
  * Every check sees both processes: data as the target reads its own memory, counters of both.
  */
+#include <endian.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -29,6 +35,8 @@
 #define TLEN (2u << 20)		/* the target's buffer: MR over the first half, a guard after */
 #define MRLEN (1u << 20)
 #define ROLEN 65536		/* a second MR without remote write, at TLEN - ROLEN */
+#define WOFF (MRLEN + 65536)	/* an MR for windows only (bind rights, no remote access) */
+#define WLEN (512u << 10)
 
 /* ---- the target ---------------------------------------------------------------------------- */
 struct cmd {
@@ -47,9 +55,24 @@ struct target {
 	struct vu_dev d;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct ibv_mr *mr, *ro, *rmr, *iv;
+	struct ibv_mr *mr, *ro, *rmr, *iv, *wm;
+	struct ibv_mw *mw1, *mw2;
 	uint8_t *buf, *rbuf;
 };
+
+/* Posts one local operation (signaled, wr_id 77) on the target's QP and waits for it; receive
+ * completions met meanwhile are not expected here. Returns its status, or -2. */
+static long target_local(struct target *t, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+
+	wr->wr_id = 77;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(t->qp, wr, &bad))
+		return -2;
+	return vu_wait(t->cq, &wc, 5000) == 1 && wc.wr_id == 77 ? (long)wc.status : -2;
+}
 
 static int target_connect(int sock, struct target *t)
 {
@@ -103,8 +126,11 @@ static int target(int sock, void *arg)
 			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	t.rmr = ibv_reg_mr(t.d.pd, t.rbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	t.iv = ibv_reg_mr_iova(t.d.pd, t.buf + MRLEN, 65536, IOVA, VU_ACCESS_ALL);
+	t.wm = ibv_reg_mr(t.d.pd, t.buf + WOFF, WLEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	t.mw1 = ibv_alloc_mw(t.d.pd, IBV_MW_TYPE_1);
+	t.mw2 = ibv_alloc_mw(t.d.pd, IBV_MW_TYPE_2);
 	t.cq = ibv_create_cq(t.d.ctx, 256, NULL, NULL, 0);
-	if (!t.mr || !t.ro || !t.rmr || !t.iv || !t.cq)
+	if (!t.mr || !t.ro || !t.rmr || !t.iv || !t.wm || !t.mw1 || !t.mw2 || !t.cq)
 		return 12;
 	long ready = target_connect(sock, &t);
 
@@ -158,6 +184,47 @@ static int target(int sock, void *arg)
 						r = i;
 			}
 			free(snap);
+			break;
+		}
+		case 'I': {	/* one receive completion: byte_len << 32 | immediate, or < 0 */
+			int k = vu_wait(t.cq, &wc, 5000);
+
+			r = k != 1 ? -2 : wc.status ? -1000 - (long)wc.status
+			    : wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ? -3
+			    : (long)((uint64_t)wc.byte_len << 32 | be32toh(wc.imm_data));
+			break;
+		}
+		case 'M': {	/* bind the type 1 window over [off, off + len) (0: unbind): its key */
+			struct ibv_mw_bind b = { .wr_id = 77, .send_flags = IBV_SEND_SIGNALED };
+
+			b.bind_info = (struct ibv_mw_bind_info){ t.wm, (uintptr_t)t.buf + m.off, m.len,
+								 m.len ? IBV_ACCESS_REMOTE_WRITE : 0 };
+			r = ibv_bind_mw(t.qp, t.mw1, &b) ? -2 : vu_wait(t.cq, &wc, 5000) == 1 &&
+					wc.wr_id == 77 && !wc.status ? (long)t.mw1->rkey : -3;
+			break;
+		}
+		case '2': {	/* bind the type 2 window to this QP (BIND_MW work request): its key */
+			struct ibv_send_wr w = { .opcode = IBV_WR_BIND_MW };
+			uint32_t k = ibv_inc_rkey(t.mw2->rkey);
+
+			w.bind_mw.mw = t.mw2;
+			w.bind_mw.rkey = k;
+			w.bind_mw.bind_info = (struct ibv_mw_bind_info){
+				t.wm, (uintptr_t)t.buf + m.off, m.len, IBV_ACCESS_REMOTE_WRITE };
+			r = target_local(&t, &w);
+			if (!r) {
+				t.mw2->rkey = k;
+				r = k;
+			} else {
+				r = -1000 - r;
+			}
+			break;
+		}
+		case 'L': {	/* LOCAL_INV of the type 2 window: the status */
+			struct ibv_send_wr w = { .opcode = IBV_WR_LOCAL_INV,
+						 .invalidate_rkey = t.mw2->rkey };
+
+			r = target_local(&t, &w);
 			break;
 		}
 		case 'N':	/* a new QP (after an error), connected to the parent's new one */
@@ -410,6 +477,112 @@ static void test_split(struct tgt *t)
 	       (long long)(vu_stat("direct_helper_bytes") - h0), 160 * SPLIT_LEN);
 }
 
+/*
+ * WRITE with immediate on the direct path, and memory windows. The data is placed by the copy
+ * and one packet without payload carries the immediate: the target's receive completes with
+ * the immediate and the WRITE's length, and its data is there. Windows are judged as the
+ * responder judges them: a live one is written through directly; once unbound (type 1) or
+ * invalidated (type 2), its old key goes as packets and gets REM_ACCESS_ERR, nothing written.
+ */
+static void test_write_imm_mw(struct tgt *t)
+{
+	int64_t i0 = vu_stat("direct_write_imms"), w0 = vu_stat("direct_writes");
+	int64_t p0 = tstat(t, "rx_write_imm_placed"), rx0 = tstat(t, "rx_packets");
+	uint64_t ra = t->ti.ep.addr;
+	long r;
+
+	/* One of 512 KiB: over packets it is 9 of them at least. */
+	tcmd(t, 'F', 0, MRLEN, 0);
+	vu_fill(lb.p, MRLEN / 2, 31);
+	CHECK_EQ(tcmd(t, 'R', 0, 0, 0), 0);
+	CHECK_EQ(vu_post_write_imm(qp, 70, lb.mr, lb.p, MRLEN / 2, ra, t->ti.ep.rkey, 0xabc123,
+				   IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 70, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	r = tcmd(t, 'I', 0, 0, 0);
+	CHECK_EQ(r, (long)((uint64_t)(MRLEN / 2) << 32 | 0xabc123));
+	CHECK_EQ(tcmd(t, 'C', 0, MRLEN / 2, 31), -1);
+	CHECK_EQ(vu_stat("direct_write_imms") - i0, 1);
+	CHECK_EQ(tstat(t, "rx_write_imm_placed") - p0, 1);
+	CHECK(tstat(t, "rx_packets") - rx0 < 4);
+
+	/* A stream of 8 posted without a poll: each placed, the immediates in order. */
+	for (uint32_t i = 0; i < 8; i++)
+		CHECK_EQ(tcmd(t, 'R', 0, 0, 0), 0);
+	vu_fill(lb.p, MRLEN, 32);
+	for (uint32_t i = 0; i < 8; i++)
+		CHECK_EQ(vu_post_write_imm(qp, 80 + i, lb.mr, lb.p + i * 65536, 65536,
+					   ra + i * 65536, t->ti.ep.rkey, 0x100 + i, IBV_SEND_SIGNALED),
+			 0);
+	for (uint32_t i = 0; i < 8; i++)
+		WAIT_WC(scq, 80 + i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	for (uint32_t i = 0; i < 8; i++)
+		CHECK_EQ(tcmd(t, 'I', 0, 0, 0), (long)((uint64_t)65536 << 32 | (0x100 + i)));
+	CHECK_EQ(tcmd(t, 'C', 0, 8 * 65536, 32), -1);
+	CHECK_EQ(vu_stat("direct_write_imms") - i0, 9);
+	CHECK_EQ(tstat(t, "rx_write_imm_placed") - p0, 9);
+
+	/* A type 1 window over 256 KiB of the window MR: WRITE and WRITE with immediate. */
+	tcmd(t, 'F', WOFF, WLEN, 0x66);
+	long k1 = tcmd(t, 'M', WOFF, 262144, 0);
+	CHECK(k1 >= 0);
+	vu_fill(lb.p, 131072, 33);
+	CHECK_EQ(vu_post_rdma(qp, 90, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 131072, ra + WOFF,
+			      (uint32_t)k1, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 90, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(tcmd(t, 'C', WOFF, 131072, 33), -1);
+	CHECK_EQ(vu_stat("direct_writes") - w0, 1);
+	CHECK_EQ(tcmd(t, 'R', 0, 0, 0), 0);
+	vu_fill(lb.p, 131072, 34);
+	CHECK_EQ(vu_post_write_imm(qp, 91, lb.mr, lb.p, 131072, ra + WOFF + 131072, (uint32_t)k1,
+				   0x77, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 91, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(tcmd(t, 'I', 0, 0, 0), (long)((uint64_t)131072 << 32 | 0x77));
+	CHECK_EQ(tcmd(t, 'C', WOFF + 131072, 131072, 34), -1);
+	CHECK_EQ(vu_stat("direct_write_imms") - i0, 10);
+	/* Beyond the window (inside the MR): refused. */
+	CHECK_EQ(vu_post_rdma(qp, 92, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 8192, ra + WOFF + 262144 - 4096,
+			      (uint32_t)k1, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 92, IBV_WC_REM_ACCESS_ERR, -1);
+	reconnect(t, 14, 7);
+	CHECK_EQ(tcmd(t, 'B', WOFF + 262144, WLEN - 262144, 0x66), -1);
+	/* Unbound: the old key is dead, over packets too; nothing written. */
+	CHECK(tcmd(t, 'M', WOFF, 0, 0) >= 0);
+	int64_t n0 = tstat(t, "access_naks_sent");
+	tcmd(t, 'F', WOFF, WLEN, 0x67);
+	CHECK_EQ(vu_post_rdma(qp, 93, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 131072, ra + WOFF,
+			      (uint32_t)k1, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 93, IBV_WC_REM_ACCESS_ERR, -1);
+	reconnect(t, 14, 7);
+	CHECK_EQ(tcmd(t, 'R', 0, 0, 0), 0);
+	CHECK_EQ(vu_post_write_imm(qp, 94, lb.mr, lb.p, 131072, ra + WOFF, (uint32_t)k1, 0x78,
+				   IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 94, IBV_WC_REM_ACCESS_ERR, -1);
+	CHECK(tcmd(t, 'I', 0, 0, 0) < 0);	/* flushed by the error, or none */
+	reconnect(t, 14, 7);
+	CHECK_EQ(tcmd(t, 'B', WOFF, WLEN, 0x67), -1);
+	CHECK_EQ(tstat(t, "access_naks_sent") - n0, 2);
+
+	/* A type 2 window bound to the target's QP: direct; after LOCAL_INV, refused. */
+	long k2 = tcmd(t, '2', WOFF, 262144, 0);
+	CHECK(k2 >= 0);
+	CHECK_EQ(tcmd(t, 'R', 0, 0, 0), 0);
+	vu_fill(lb.p, 131072, 35);
+	CHECK_EQ(vu_post_write_imm(qp, 95, lb.mr, lb.p, 131072, ra + WOFF, (uint32_t)k2, 0x79,
+				   IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 95, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(tcmd(t, 'I', 0, 0, 0), (long)((uint64_t)131072 << 32 | 0x79));
+	CHECK_EQ(tcmd(t, 'C', WOFF, 131072, 35), -1);
+	CHECK_EQ(vu_stat("direct_write_imms") - i0, 11);
+	CHECK_EQ(tcmd(t, 'L', 0, 0, 0), 0);
+	tcmd(t, 'F', WOFF, WLEN, 0x68);
+	CHECK_EQ(vu_post_rdma(qp, 96, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 131072, ra + WOFF,
+			      (uint32_t)k2, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(scq, 96, IBV_WC_REM_ACCESS_ERR, -1);
+	reconnect(t, 14, 7);
+	CHECK_EQ(tcmd(t, 'B', WOFF, WLEN, 0x68), -1);
+	CHECK_EQ(tstat(t, "access_naks_sent") - n0, 3);
+}
+
 /* Each of these fails at the target's responder, over packets; nothing is written. */
 static void test_access_errors(struct tgt *t)
 {
@@ -561,6 +734,7 @@ int main(void)
 	test_write_read(&t1);
 	test_stream(&t1);
 	test_split(&t1);
+	test_write_imm_mw(&t1);
 	test_access_errors(&t1);
 	test_ordering(&t1);
 	reconnect(&t1, 8, 1);	/* 1 ms timeout, one retry: the next WRITE must give up */
