@@ -36,6 +36,7 @@ struct clt_con {
 	size_t rsize;
 	struct ibv_mr *rmr;
 	unsigned int nrecv;
+	unsigned int wr_cnt;	/* requests posted (rtrs_signal) */
 	int established;
 };
 
@@ -366,7 +367,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 	}
 	struct ibv_send_wr wr = { .wr_id = r->id, .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+				  .send_flags = rtrs_signal(&con->wr_cnt) }, *bad;
 	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
 	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr + rdma_off;
 	wr.wr.rdma.rkey = p->rbufs[r->id].key;

@@ -33,6 +33,18 @@ static inline uint64_t rtrs_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Requests and answers ask for a completion only every RTRS_SIGNAL_INTERVAL-th post on a
+ * connection (as the kernel's RTRS, signal_interval): nothing is done with a successful one,
+ * an error completes whether asked for or not, and one in RTRS_SIGNAL_INTERVAL retires the
+ * unsignaled WRs before it on a NIC that frees send queue slots only so. A completion per
+ * request was half of what the event threads polled, and filled the CQ the engine reads as
+ * an application falling behind (softrdma pauses its receiving for one, docs/rtrs.md). */
+#define RTRS_SIGNAL_INTERVAL 16u
+static inline unsigned int rtrs_signal(unsigned int *cnt)
+{
+	return ++*cnt % RTRS_SIGNAL_INTERVAL ? 0 : IBV_SEND_SIGNALED;
+}
+
 /* The poll_us default of both sides' options: RTRS_POLL_US_DEFAULT, or $RTRS_POLL_US (-1..1000000). */
 int rtrs_poll_us_default(void);
 

@@ -38,6 +38,7 @@ struct srv_con {
 	char *rbuf;
 	struct ibv_mr *rmr;
 	unsigned int nrecv;
+	unsigned int wr_cnt;	/* answers posted (rtrs_signal) */
 	int established;
 };
 
@@ -300,7 +301,8 @@ static int send_info_rsp(struct srv_path *p, struct srv_con *con)
 static int post_imm(struct srv_con *con, uint32_t imm, struct ibv_send_wr *head)
 {
 	struct ibv_send_wr wr = { .wr_id = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-				  .send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(imm) }, *bad;
+				  .send_flags = rtrs_signal(&con->wr_cnt),
+				  .imm_data = htobe32(imm) }, *bad;
 	head = rtrs_wr_append(head, &wr);
 	return ibv_post_send(con->qp, head, &bad);
 }
@@ -375,7 +377,7 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 			sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
 			struct ibv_send_wr w = { .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
 						 .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
-						 .send_flags = IBV_SEND_SIGNALED,
+						 .send_flags = rtrs_signal(&op->con->wr_cnt),
 						 .imm_data = htobe32(imm) };
 			perr = ibv_post_send(op->con->qp, &w, &bad);
 		}
