@@ -163,6 +163,7 @@ struct cm_id {
 	union ibv_gid ib_visited[CM_IBCM_MAX_REDIRECTS + 1];
 	uint8_t ib_pdata_len;
 	uint8_t ib_pdata[CM_PDATA_MAX];
+	unsigned guard_slot;			/* 1 + its slot in the guardian's table (guard.c) */
 	struct cm_id *next;			/* every id of the process */
 };
 
@@ -298,6 +299,12 @@ struct cm_dev *cm_ibcm_query_dev(const struct cm_sock *s, const struct sockaddr 
 				 uint16_t port);
 /* A listening socket of this process takes rdma_cm port `port_be` at address dst. */
 bool cm_local_listener(const struct sockaddr *dst, uint16_t port_be);
+
+/* The guardian (guard.c, guard.h): the DREQs of the IB CM connections that are up, sent by
+ * another process when this one ends however it ends. cm_guard_sync follows cm.ids (the CM
+ * thread, through cm_ibcm_timers); cm_guard_drop forgets an id (rdma_destroy_id). */
+void cm_guard_sync(void);
+void cm_guard_drop(struct cm_id *id);
 
 /* QP automation (qp.c). */
 int cm_qp_to_init(struct cm_id *id, struct ibv_qp *qp);

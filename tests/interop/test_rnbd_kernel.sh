@@ -35,7 +35,6 @@ PLUGIN=$SR_BUILD_DIR/lib/nbdkit-rnbd-plugin.so
 
 HERE=$SR_SOURCE_DIR/tests/interop/rxe-vm
 GUEST=$SR_BUILD_DIR/rxe-vm-guest
-ACCEL=${RXEVM_ACCEL:-tcg}
 SHARE=$SR_TMP/jobs
 mkdir -p "$SHARE/kmod"
 
@@ -63,57 +62,14 @@ case $BRD in
 *) sr_skip "brd module $BRD: unknown compression" ;;
 esac
 
-t=$(date +%s.%N)
-if ! timeout 300 env -u LD_LIBRARY_PATH "$HERE/build-guest.sh" "$GUEST" >"$SR_TMP/build-guest.out" 2>&1; then
-	sr_fail "guest image: build-guest.sh failed"
-	sr_tail "$SR_TMP/build-guest.out" >&2
-	sr_finish
-fi
-cat "$SR_TMP/build-guest.out"
-echo "guest image ready in $(sr_elapsed "$t") s ($GUEST)"
-
-# --- the namespace, its tap, the guest
-for ns in $(ip netns list 2>/dev/null | awk '/^sr-rnbdk-[0-9]+/ { print $1 }'); do
-	kill -0 "${ns#sr-rnbdk-}" 2>/dev/null || ip netns del "$ns" 2>/dev/null
-done
-NS=sr-rnbdk-$$
-TAP=srrnk$$
-NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-HOST_IP=$NET.1 GUEST_IP=$NET.2
-sr_at_exit "ip -n $NS link del $TAP 2>/dev/null; ip netns del $NS 2>/dev/null"
-if ! { ip netns add "$NS" && ip -n "$NS" link set lo up &&
-	ip netns exec "$NS" ip tuntap add dev "$TAP" mode tap &&
-	ip -n "$NS" addr add "$HOST_IP/24" dev "$TAP" && ip -n "$NS" link set "$TAP" up; } \
-	>"$SR_TMP/netns.out" 2>&1; then
-	sr_fail "namespace $NS with tap $TAP: setup failed"
-	sr_tail "$SR_TMP/netns.out" >&2
-	sr_finish
-fi
+. "$HERE/lib.sh"
+rxevm_image "$GUEST"
+rxevm_net rnbdk
 ip netns exec "$NS" timeout -s INT 900 dumpcap -i "$TAP" -B 64 -P -w "$SR_TMP/tap.pcap" \
 	-f "udp port 4791" >"$SR_TMP/dumpcap.out" 2>&1 &
 CAP=$!
 SR_BG+=("$CAP")
-
-t_boot=$(date +%s.%N)
-ip netns exec "$NS" timeout -s KILL 900 qemu-system-x86_64 -accel "$ACCEL" -cpu max -smp 1 -m 512 \
-	-nographic -no-reboot -kernel "$GUEST/vmlinuz" -initrd "$GUEST/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off tsc=reliable rxevm.ip=$GUEST_IP/24 rxevm.deadline=800" \
-	-virtfs "local,path=$SHARE,mount_tag=jobs,security_model=none,id=jobs" \
-	-netdev "tap,id=n0,ifname=$TAP,script=no,downscript=no" \
-	-device virtio-net-pci,netdev=n0,mac=52:54:00:5e:00:02 \
-	</dev/null >"$SR_TMP/console.log" 2>&1 &
-QEMU=$!
-SR_BG+=("$QEMU")
-while [ ! -e "$SHARE/guest-ready" ]; do
-	if ! kill -0 "$QEMU" 2>/dev/null || [ -e "$SHARE/guest-failed" ] ||
-		[ "$(awk -v a="$t_boot" -v b="$(date +%s.%N)" 'BEGIN { print (b - a > 180) }')" = 1 ]; then
-		sr_fail "guest: not ready (qemu $(kill -0 "$QEMU" 2>/dev/null && echo running || echo gone) after $(sr_elapsed "$t_boot") s)"
-		sr_tail "$SR_TMP/console.log" 30 >&2
-		sr_finish
-	fi
-	sleep 0.2
-done
-sr_ok "guest ready in $(sr_elapsed "$t_boot") s ($ACCEL): $(tr '\n' ' ' <"$SHARE/guest-ready")"
+rxevm_boot "$SHARE" 800
 
 # gjob NAME SECONDS SCRIPT: runs SCRIPT in the guest (tests/interop/rxe-vm/init's job
 # protocol), waits for it; returns its exit status (124: no answer in time). Output: $SHARE/NAME.out
@@ -287,9 +243,7 @@ else
 fi
 
 gjob dmesg 30 "dmesg | grep -Ei 'rtrs|rnbd' | tail -40" || true
-touch "$SHARE/stop"
-sr_wait_pid "$QEMU" 60 >/dev/null
-sr_forget_pid "$QEMU"
+rxevm_stop
 kill -INT "$CAP" 2>/dev/null
 sr_wait_pid "$CAP" 15 >/dev/null
 sr_forget_pid "$CAP"

@@ -12,13 +12,17 @@
 # the guest its half of each case through a 9p directory (rxe-vm/init). Per case: both exit
 # statuses 0, the client's result line, and a capture of the tap (dumpcap) in which every
 # RoCEv2 packet has a valid ICRC (`softrdma pcap`), packets flow both ways, and the case's
-# opcodes appear. Cases that need the IB CM are listed as SKIPPED (see the table).
+# opcodes appear. Cases that need the IB CM are listed as SKIPPED (see the table). Then a peer
+# killed mid-run, both ways (rping_kill, below): the survivor must end with an error in time.
+# The test bed's steps (image, namespace and tap, boot, stop) are tests/interop/rxe-vm/lib.sh.
 #
 # Env: RXEVM_CASES=ERE   only the cases whose name matches;
 #      RXEVM_ALL=1       also run the cases waiting for the IB CM (reported, not judged);
 #      RXEVM_ACCEL=tcg   qemu's accelerator (kvm works where it is available);
 #      RXEVM_CASE_TIMEOUT=60 seconds per program;
 #      RXEVM_DEADLINE=480    no case starts after this many seconds (CTest's TIMEOUT is 900);
+#      RXEVM_KILL=0          no rping_kill cases; RXEVM_KILL_BOUND=20 their bound (s);
+#      RXEVM_CM_GUARD=0      softrdma's killed server without its guardian (must fail);
 #      SR_KEEP_TMP=1 keeps outputs, captures and the guest's console log.
 
 . "$(dirname "$0")/../integration/lib.sh"
@@ -30,61 +34,15 @@ sr_netns_usable || sr_skip "'ip netns add' does not work here"
 
 HERE=$SR_SOURCE_DIR/tests/interop/rxe-vm
 GUEST=$SR_BUILD_DIR/rxe-vm-guest
-ACCEL=${RXEVM_ACCEL:-tcg}
 CT=${RXEVM_CASE_TIMEOUT:-60}
 DEADLINE=${RXEVM_DEADLINE:-480}
 SHARE=$SR_TMP/jobs
 mkdir -p "$SHARE"
 
-t=$(date +%s.%N)
-if ! timeout 300 env -u LD_LIBRARY_PATH "$HERE/build-guest.sh" "$GUEST" >"$SR_TMP/build-guest.out" 2>&1; then
-	sr_fail "guest image: build-guest.sh failed"
-	sr_tail "$SR_TMP/build-guest.out" >&2
-	sr_finish
-fi
-cat "$SR_TMP/build-guest.out"
-echo "guest image ready in $(sr_elapsed "$t") s ($GUEST)"
-
-# --- the namespace, its tap, the guest
-# (first, the namespace of an earlier run that was killed before its cleanup: its PID is gone)
-for ns in $(ip netns list 2>/dev/null | awk '/^sr-rxevm-[0-9]+/ { print $1 }'); do
-	kill -0 "${ns#sr-rxevm-}" 2>/dev/null || ip netns del "$ns" 2>/dev/null
-done
-NS=sr-rxevm-$$
-TAP=srrxe$$
-NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-HOST_IP=$NET.1 GUEST_IP=$NET.2
-sr_at_exit "ip -n $NS link del $TAP 2>/dev/null; ip netns del $NS 2>/dev/null"
-if ! { ip netns add "$NS" && ip -n "$NS" link set lo up &&
-	ip netns exec "$NS" ip tuntap add dev "$TAP" mode tap &&
-	ip -n "$NS" addr add "$HOST_IP/24" dev "$TAP" && ip -n "$NS" link set "$TAP" up; } \
-	>"$SR_TMP/netns.out" 2>&1; then
-	sr_fail "namespace $NS with tap $TAP: setup failed"
-	sr_tail "$SR_TMP/netns.out" >&2
-	sr_finish
-fi
-
-t_boot=$(date +%s.%N)
-ip netns exec "$NS" timeout -s KILL $((DEADLINE + 400)) qemu-system-x86_64 -accel "$ACCEL" -cpu max -smp 1 -m 512 \
-	-nographic -no-reboot -kernel "$GUEST/vmlinuz" -initrd "$GUEST/initramfs.cpio.gz" \
-	-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off tsc=reliable rxevm.ip=$GUEST_IP/24 rxevm.deadline=$((DEADLINE + 300))" \
-	-virtfs "local,path=$SHARE,mount_tag=jobs,security_model=none,id=jobs" \
-	-netdev "tap,id=n0,ifname=$TAP,script=no,downscript=no" \
-	-device virtio-net-pci,netdev=n0,mac=52:54:00:5e:00:02 \
-	</dev/null >"$SR_TMP/console.log" 2>&1 &
-QEMU=$!
-SR_BG+=("$QEMU")
-while [ ! -e "$SHARE/guest-ready" ]; do
-	if ! kill -0 "$QEMU" 2>/dev/null || [ -e "$SHARE/guest-failed" ] ||
-		[ "$(awk -v a="$t_boot" -v b="$(date +%s.%N)" 'BEGIN { print (b - a > 180) }')" = 1 ]; then
-		sr_fail "guest: not ready (qemu $(kill -0 "$QEMU" 2>/dev/null && echo running || echo gone) after $(sr_elapsed "$t_boot") s)"
-		sr_tail "$SR_TMP/console.log" 30 >&2
-		sr_finish
-	fi
-	sleep 0.2
-done
-BOOT_S=$(sr_elapsed "$t_boot")
-sr_ok "guest ready in $BOOT_S s ($ACCEL): $(tr '\n' ' ' <"$SHARE/guest-ready")"
+. "$HERE/lib.sh"
+rxevm_image "$GUEST"
+rxevm_net rxevm
+rxevm_boot "$SHARE" $((DEADLINE + 300))
 
 # --- jobs for the guest
 JOB=0
@@ -129,6 +87,16 @@ fill() {
 	s=${s//@SERVER@/$4}
 	s=${s//@PORT@/$5}
 	printf '%s' "$s"
+}
+
+# guardians_done: until no softrdma CM guardian runs in the namespace (at most 5 s)
+guardians_done() {
+	local t0=$SECONDS
+	while [ $((SECONDS - t0)) -lt 5 ]; do
+		ip netns pids "$NS" 2>/dev/null | xargs -r ps -o comm= -p 2>/dev/null |
+			grep -q '^softrdma-cm-gu' || return 0
+		sleep 0.1
+	done
 }
 
 # check_capture ID PCAP OPCODES: every ICRC valid, both directions, the opcodes present.
@@ -223,6 +191,10 @@ wait \$p"
 		guest_wait "$SHARE/$JID.rc" $((CT + 30)) && srv_rc=$(cat "$SHARE/$JID.rc")
 		cp "$gout" "$SR_TMP/$id.srv.out" 2>/dev/null
 	fi
+	# a softrdma program that ended with a connection up (perftest -R after its
+	# rdma_disconnect) leaves its guardian sending the DREQ for 1 s (docs/cm.md): in the
+	# case's capture, so that the kernel's counters match it
+	guardians_done
 	sleep 0.5
 	kill -INT "$cap" 2>/dev/null
 	sr_wait_pid "$cap" 15 >/dev/null
@@ -285,10 +257,157 @@ while IFS='|' read -r name status srv cli want ops; do
 	fi
 done <"$HERE/cases"
 
+# --- a peer that dies mid-run (docs/interop.md, "A peer that dies"): rping with every echo
+# checked, one side SIGKILLed after the client's KILL_AFTER-th echo; the survivor must end
+# with an error (rping's message, or a non-zero exit status that is not its `timeout`'s)
+# within KILL_BOUND seconds.
+#  rping_kill.sr-server   the kernel's rping -c against softrdma's rping -s, which is killed:
+#                         softrdma's guardian (docs/cm.md, "A process that dies") sends the
+#                         DREQ the process can no longer send; the kernel's rping gets
+#                         DISCONNECTED. (Without it the kernel client waits for a receive
+#                         for ever: its QP has nothing outstanding to retry.)
+#  rping_kill.rxe-server  softrdma's rping -c against the kernel's rping -s, killed in the
+#                         guest: the kernel destroys the dead process's ids and sends a DREQ.
+# RXEVM_KILL=0 skips them; RXEVM_KILL_BOUND (s, default 20) is the bound; RXEVM_CM_GUARD=0
+# runs softrdma's server without its guardian (the control: rping_kill.sr-server must fail).
+KILL_BOUND=${RXEVM_KILL_BOUND:-20}
+KILL_AFTER=5
+# rping's messages when its connection ends under it (it exits 0 all the same)
+RPING_ERR='(client|server) DISCONNECT EVENT|wait for RDMA_[A-Z_]+ state [0-9]+|cq completion failed.*|[^:]*(error|failed).*'
+KT=$((KILL_BOUND + 40))	# the survivor's own timeout: a hang ends as 124, a failure
+# echoes FILE: the number of echoes rping -v printed so far
+echoes() {
+	local n
+	n=$(grep -c '^ping data: rdma-ping-' "$1" 2>/dev/null)
+	echo "${n:-0}"
+}
+# judge ID RC SECS PINGS OUT: the survivor's end
+kill_judge() {
+	local id=$1 rc=$2 secs=$3 pings=$4 out=$5
+	if [ "$pings" -lt "$KILL_AFTER" ]; then
+		sr_fail "$id: the run never got going ($pings echoes before the kill)"
+		sr_tail "$out" 10 >&2
+		return
+	fi
+	# rping reports the end of its connection ("wait for RDMA_WRITE_ADV state 10", 10 being
+	# its ERROR state) and still exits 0: that message, or a non-zero status, is the error
+	local err
+	err=$(grep -m1 -oE "$RPING_ERR" "$out")
+	[ "$rc" = 0 ] && [ -n "$err" ] && rc="0 with an error message"
+	case $rc in
+	none) sr_fail "$id: the survivor still runs $secs s after its peer was killed (a hang)" ;;
+	0) sr_fail "$id: the survivor exited 0 with no error after its peer was killed mid-run ($secs s)" ;;
+	124 | 137 | 143) sr_fail "$id: the survivor hung until its timeout (exit $rc, $secs s)" ;;
+	*)
+		if [ "$(awk -v s="$secs" -v b="$KILL_BOUND" 'BEGIN { print (s <= b) }')" = 1 ]; then
+			sr_ok "$id: peer killed after $pings echoes; the survivor ended (exit $rc) in $secs s (bound $KILL_BOUND s): $err"
+		else
+			sr_fail "$id: the survivor ended with exit $rc, but only $secs s after the kill (bound $KILL_BOUND s)"
+		fi
+		;;
+	esac
+	KILL_TIMES+="  $id: $secs s"$'\n'
+}
+KILL_TIMES=
+AFTER_CASES=final	# the job after the table's cases: the last case's counters end there
+if [ "${RXEVM_KILL:-1}" != 0 ] &&
+	[ "$(awk -v a="$SR_T0" -v b="$(date +%s.%N)" -v d="$DEADLINE" 'BEGIN { print (b - a > d) }')" = 1 ]; then
+	sr_fail "rping_kill: not run: the test's time budget (RXEVM_DEADLINE=$DEADLINE s) is spent"
+elif [ "${RXEVM_KILL:-1}" != 0 ]; then
+	AFTER_CASES=$(printf 'job%03d' $((JOB + 1)))
+	# (a) softrdma's server killed
+	id=rping_kill.sr-server
+	port=$(sr_free_port "$NS")
+	# exec chain (ip netns exec, env, softrdma run): $! is rping itself
+	ip netns exec "$NS" env SOFTRDMA_NETDEV="$TAP" SOFTRDMA_CM_WIRE=ibcm SOFTRDMA_CM_GUARD="${RXEVM_CM_GUARD:-log}" \
+		"$SR" run -- rping -s -a "$HOST_IP" -p "$port" -v >"$SR_TMP/$id.srv.out" 2>&1 &
+	hpid=$!
+	SR_BG+=("$hpid")
+	sleep 2
+	guest_job "timeout $KT rping -c -a $HOST_IP -p $port -v -V -C 1000000"
+	gout=$SHARE/$JID.out
+	t0=$SECONDS
+	while [ "$(echoes "$gout")" -lt "$KILL_AFTER" ] && [ ! -e "$SHARE/$JID.rc" ] &&
+		[ $((SECONDS - t0)) -lt 60 ] && kill -0 "$hpid" 2>/dev/null; do
+		sleep 0.1
+	done
+	pings=$(echoes "$gout")
+	kill -KILL "$hpid" 2>/dev/null
+	tk=$(date +%s.%N)
+	rc=none
+	while [ ! -e "$SHARE/$JID.rc" ] && kill -0 "$QEMU" 2>/dev/null &&
+		[ "$(awk -v a="$tk" -v b="$(date +%s.%N)" -v k="$KT" 'BEGIN { print (b - a < k + 15) }')" = 1 ]; do
+		sleep 0.05
+	done
+	secs=$(sr_elapsed "$tk")
+	[ -e "$SHARE/$JID.rc" ] && rc=$(cat "$SHARE/$JID.rc")
+	wait "$hpid" 2>/dev/null
+	sr_forget_pid "$hpid"
+	cp "$gout" "$SR_TMP/$id.cli.out" 2>/dev/null
+	kill_judge "$id" "$rc" "$secs" "$pings" "$SR_TMP/$id.cli.out"
+	# the guardian's own account (SOFTRDMA_CM_GUARD=log: on the server's standard error);
+	# the kernel answers with its DREP once its rping destroys the id
+	if [ "${RXEVM_CM_GUARD:-log}" = log ]; then
+		for _ in $(seq 50); do
+			grep -q 'DREQ(s) answered' "$SR_TMP/$id.srv.out" && break
+			sleep 0.1
+		done
+		sr_expect_grep "$id: softrdma's guardian sent the DREQ of the connection" \
+			'softrdma-cm-guard.*: the process ended with 1 connection\(s\) up' "$SR_TMP/$id.srv.out"
+		sr_expect_grep "$id: the kernel's rping was told (DISCONNECTED)" 'DISCONNECT' "$SR_TMP/$id.cli.out"
+		echo "$id: $(grep -m1 'DREQ(s) answered' "$SR_TMP/$id.srv.out")"
+	fi
+
+	# (b) the kernel's server killed
+	id=rping_kill.rxe-server
+	port=$(sr_free_port "$NS")
+	guest_job "rping -s -a $GUEST_IP -p $port -v &
+p=\$!
+sleep 3
+touch \${0%.run}.ready
+i=0; while [ ! -e \${0%.run}.kill ] && [ \$i -lt $((KT * 10)) ]; do sleep 0.1; i=\$((i + 1)); done
+kill -KILL \$p
+wait \$p
+echo \"rping -s: exit \$? (killed)\""
+	gout=$SHARE/$JID.out
+	if guest_wait "$SHARE/$JID.ready" 60; then
+		ip netns exec "$NS" env SOFTRDMA_NETDEV="$TAP" SOFTRDMA_CM_WIRE=ibcm timeout -s KILL $((KT + 60)) \
+			"$SR" run -- rping -c -a "$GUEST_IP" -p "$port" -v -V -C 1000000 >"$SR_TMP/$id.cli.out" 2>&1 &
+		cpid=$!
+		SR_BG+=("$cpid")
+		t0=$SECONDS
+		while [ "$(echoes "$SR_TMP/$id.cli.out")" -lt "$KILL_AFTER" ] &&
+			[ $((SECONDS - t0)) -lt 60 ] && kill -0 "$cpid" 2>/dev/null; do
+			sleep 0.1
+		done
+		pings=$(echoes "$SR_TMP/$id.cli.out")
+		touch "$SHARE/$JID.kill"
+		tk=$(date +%s.%N)
+		rc=none
+		while kill -0 "$cpid" 2>/dev/null &&
+			[ "$(awk -v a="$tk" -v b="$(date +%s.%N)" -v k="$KT" 'BEGIN { print (b - a < k) }')" = 1 ]; do
+			sleep 0.05
+		done
+		secs=$(sr_elapsed "$tk")
+		if kill -0 "$cpid" 2>/dev/null; then
+			kill -KILL "$cpid" 2>/dev/null
+			wait "$cpid" 2>/dev/null
+		else
+			wait "$cpid"
+			rc=$?
+		fi
+		sr_forget_pid "$cpid"
+		kill_judge "$id" "$rc" "$secs" "$pings" "$SR_TMP/$id.cli.out"
+	else
+		sr_fail "$id: the guest's rping -s did not start"
+		touch "$SHARE/$JID.kill"
+	fi
+	guest_wait "$SHARE/$JID.rc" 30
+	cp "$gout" "$SR_TMP/$id.srv.out" 2>/dev/null
+fi
+
 # --- stop the guest
-touch "$SHARE/stop"
-sr_wait_pid "$QEMU" 60 >/dev/null
-sr_forget_pid "$QEMU"
+rxevm_stop
 if [ -s "$SHARE/guest-counters.txt" ]; then
 	echo "kernel rxe0 counters: $(grep -v ' 0$' "$SHARE/guest-counters.txt" | tr '\n' ' ')"
 fi
@@ -300,7 +419,7 @@ fi
 counters() { [ -s "$SHARE/$1.counters" ] && cat "$SHARE/$1.counters"; }
 for ((i = 0; i < ${#ACCOUNT[@]}; i++)); do
 	read -r id job g2h h2g late tapd whole <<<"${ACCOUNT[i]}"
-	next=final
+	next=$AFTER_CASES
 	[ $((i + 1)) -lt ${#ACCOUNT[@]} ] && next=$(awk '{ print $2 }' <<<"${ACCOUNT[i + 1]}")
 	if [ "$whole" != yes ]; then
 		echo "note: $id: kernel counters not compared (${whole//_/ })"
@@ -361,7 +480,8 @@ if grep -Eq 'Oops|BUG:|Call Trace|panic' "$SR_TMP/console.log"; then
 	sr_fail "guest console shows a kernel Oops/BUG/panic"
 	grep -E -m5 'Oops|BUG:|Call Trace|panic' "$SR_TMP/console.log" | sed 's/^/  | /' >&2
 fi
-echo "times (shared machine; guest boot $BOOT_S s, $ACCEL):"
+echo "times (shared machine; guest boot $BOOT_S s, $RXEVM_ACCEL):"
 printf '%s' "$TIMES"
+[ -z "$KILL_TIMES" ] || printf 'a peer killed mid-run, the survivor ended after:\n%s' "$KILL_TIMES"
 [ -z "$SKIPPED" ] || echo "SKIPPED (see their status in tests/interop/rxe-vm/cases; RXEVM_ALL=1 runs the wait-ibcm ones):$SKIPPED"
 sr_finish

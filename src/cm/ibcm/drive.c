@@ -1058,6 +1058,8 @@ uint64_t cm_ibcm_timers(void)
 
 	if (t < next)
 		next = t;
+	/* the guardian's table follows the connections (guard.c) */
+	cm_guard_sync();
 	if (next == UINT64_MAX)
 		return 60000;
 	return next <= now ? 0 : (next - now + 999999) / 1000000;
@@ -1451,6 +1453,8 @@ void cm_ibcm_destroy(struct cm_id *id)
 {
 	struct ibcm_out out;
 	uint64_t now = now_ns();
+
+	cm_guard_drop(id);	/* its DREQ (if any) goes now, from here */
 
 	if (sidr(id)) {
 		/* SIDR leaves nothing to tear down; a request not answered yet is rejected */
