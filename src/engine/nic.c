@@ -23,6 +23,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <ifaddrs.h>
 #include <sched.h>
 #include <stdio.h>
@@ -553,9 +554,26 @@ static uint64_t spin_rx(struct sr_nic *nic, long us)
 	return got;
 }
 
+/*
+ * The progress thread's nice while it runs (nic_set_nice) and the process's own, to which a
+ * busy-poll spin drops (this thread's; INT_MIN: the nice was not changed).
+ */
+static __thread int nice_thread = INT_MIN, nice_process;
+
 static void busy_poll(struct sr_nic *nic)
 {
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	bool drop = nice_thread != INT_MIN && sr_params()->busy_poll_us > 0;
+
+	/* A spin above the applications would starve them (on 2 cores, an application
+	 * spinning on memory waits for the data this spin takes, then for the CPU the spin
+	 * holds): it runs at the process's priority, and the thread is back above it for
+	 * its next wake-up. */
+	if (drop)
+		(void)setpriority(PRIO_PROCESS, (id_t)tid, nice_process);
 	(void)spin_rx(nic, sr_params()->busy_poll_us);
+	if (drop)
+		(void)setpriority(PRIO_PROCESS, (id_t)tid, nice_thread);
 }
 
 /*
@@ -588,22 +606,28 @@ static void nic_set_nice(struct sr_nic *nic)
 	struct rlimit rl;
 	int cur;
 
-	if (!want || sr_params()->busy_poll_us > 0)
-		return;	/* a spinning thread above the applications would starve them */
+	if (!want)
+		return;
 	errno = 0;
 	cur = getpriority(PRIO_PROCESS, (id_t)tid);
 	if (errno || want >= cur)
 		return;
 	if (want < -20)
 		want = -20;
-	if (!setpriority(PRIO_PROCESS, (id_t)tid, (int)want))
+	nice_process = cur;
+	if (!setpriority(PRIO_PROCESS, (id_t)tid, (int)want)) {
+		nice_thread = (int)want;
 		return;
+	}
 	/* Unprivileged: RLIMIT_NICE allows down to 20 - rlim_cur. */
 	if (!getrlimit(RLIMIT_NICE, &rl) && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 0) {
 		long floor = 20 - (long)rl.rlim_cur;
+		int got = (int)(floor > want ? floor : want);
 
-		if (floor < cur && !setpriority(PRIO_PROCESS, (id_t)tid, (int)(floor > want ? floor : want)))
+		if (floor < cur && !setpriority(PRIO_PROCESS, (id_t)tid, got)) {
+			nice_thread = got;
 			return;
+		}
 	}
 	sr_info("%s: progress thread stays at nice %d (nic_nice %ld not permitted)",
 		nic->dev->ibdev.name, cur, want);
