@@ -681,9 +681,12 @@ static void *nic_thread(void *arg)
 		n = wait_ns(nic->epfd, ev, 4, timeout);
 		atomic_store(&nic->wake_at, 0);	/* awake: reads ack_due again before it sleeps */
 
+		bool rx_event = false;
+
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == nic->fd) {
 				armed = false;	/* one-shot: disarmed by this report */
+				rx_event = true;
 				sr_stat_inc(&nic->stats, SR_STAT_rx_thread_wakes);
 			} else if (ev[i].data.fd == nic->evfd) {
 				uint64_t v;
@@ -741,7 +744,13 @@ static void *nic_thread(void *arg)
 					   last >= atomic_load(&nic->cq_arm_ns) + watch_ns;
 			}
 
-			if (!grace && last && now - last < SR_APP_ACTIVE_NS) {
+			/* The grace is for a datagram that woke the thread. A look of the watch (a
+			 * timed wake-up, the socket unarmed) learns nothing by waiting: with the
+			 * application in its polling loop it leaves the socket to it at once
+			 * (app_rx below) and looks again in rx_watch_us. With a grace it woke
+			 * twice per look, the second time 20 us after the first: in a UCX
+			 * ping-pong (ucx_perftest tag_lat over rc_verbs) every look did. */
+			if (!grace && (rx_event || !watching) && last && now - last < SR_APP_ACTIVE_NS) {
 				/* The application is polling: let it take the packet. */
 				grace = true;
 				timeout = (int64_t)(last + SR_APP_GRACE_NS - now);
