@@ -188,8 +188,14 @@ int ibcm_agent_recv(struct ibcm_agent *a, struct ibcm_rx *rx, int timeout_ms)
 				/* The sender's GID as the GRH area gives it (over IPv4 its last 20
 				 * bytes are the IPv4 header: ibv_init_ah_from_wc reads it there) */
 				rx->src_qp = wc.src_qp;
-				rx->softrdma = slot[0] == 'S' && slot[1] == 'R';
-				rx->sport = rx->softrdma ? (uint16_t)(slot[2] << 8 | slot[3]) : 0;
+				/* The 'SR' marker is written by our own receive path for every IPv4
+				 * sender (docs/gid.md); a softrdma device sends from its own port,
+				 * below 49152, where kernel rxe and NICs send from a flow-entropy
+				 * port of 49152 and up. */
+				bool mark = slot[0] == 'S' && slot[1] == 'R';
+
+				rx->sport = mark ? (uint16_t)(slot[2] << 8 | slot[3]) : 0;
+				rx->softrdma = rx->sport && rx->sport < 49152;
 				rx->ah = NULL;
 				if (!ibv_init_ah_from_wc(a->ctx, 1, &wc, (struct ibv_grh *)slot, &aa)) {
 					rx->sgid = aa.grh.dgid;

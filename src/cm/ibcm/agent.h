@@ -33,7 +33,7 @@ struct ibcm_rx {
 	struct sr_cm_mad mad;
 	union ibv_gid sgid;	/* the sender's GID (from the GRH) */
 	uint32_t src_qp;	/* 1 for every CM peer */
-	bool softrdma;		/* the sender is a softrdma NIC (its GRH marker, docs/gid.md) */
+	bool softrdma;		/* the sender is a softrdma NIC (GRH marker and a port below 49152, docs/gid.md) */
 	uint16_t sport;		/* the sender's UDP source port (the GRH marker's; 0 without):
 				 * below 49152 a softrdma device's own port, from 49152 a standard
 				 * RoCEv2 sender's flow entropy (kernel rxe, NICs; docs/gid.md) */
