@@ -60,3 +60,31 @@ struct ibv_qp *sr_priv_create_gsi_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	}
 	return qp;
 }
+
+/*
+ * For tests (tests/verbs/test_rc_retransmit): sets an RC QP's round-trip estimate as if it had
+ * been measured -- SRTT, RTTVAR, and the path's smallest round trip = SRTT (no queue) -- and
+ * drops a sample under way. Its tail-loss probe and fast go-back-N then come at times the test
+ * chooses (docs/architecture.md, "Reliability"), hundreds of milliseconds apart if it wants,
+ * so a scripted peer sees them in the order the timers define whatever the scheduling delays
+ * of a loaded machine. 0 or -errno.
+ */
+int sr_priv_qp_set_rtt(struct ibv_qp *qp, uint64_t srtt_ns, uint64_t rttvar_ns);
+int sr_priv_qp_set_rtt(struct ibv_qp *qp, uint64_t srtt_ns, uint64_t rttvar_ns)
+{
+	struct sr_qp *q;
+
+	if (!qp || !srtt_ns)
+		return -EINVAL;
+	q = sr_qp(qp);
+	if (!sr_qp_reliable(q))
+		return -EINVAL;
+	pthread_mutex_lock(&q->lock);
+	q->comp.srtt_ns = srtt_ns;
+	q->comp.rttvar_ns = rttvar_ns;
+	q->comp.rtt_min_ns = srtt_ns;
+	q->comp.rtt_valid = false;
+	pthread_mutex_unlock(&q->lock);
+	sr_nic_kick(q->nic);	/* the thread may sleep on a deadline computed without them */
+	return 0;
+}

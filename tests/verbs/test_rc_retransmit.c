@@ -7,6 +7,13 @@
  *
  * SOFTRDMA_MAX_INFLIGHT=8 keeps the send window small and predictable: 8 packets at first, 6
  * after a loss.
+ *
+ * The requester's timers are off (IBA timeout 0) except where a case is about them; such a case
+ * sets the QP's round trip (sr_priv_qp_set_rtt) and the fast go-back-N's floor (rto_min_us) so
+ * that its timers fire hundreds of milliseconds apart (SLOW_RTT_NS, SLOW_RTO_US): the order the
+ * scripted peer sees is the timers' order, not the scheduler's (on a loaded 2-core machine a
+ * thread can wait tens of milliseconds to run; with a 0.5 ms probe and a 10 ms go-back-N this
+ * test failed beside CPU-heavy tests).
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -20,6 +27,15 @@
 #define FAKE_QPN 0x00abcd
 #define RVA 0x100000000ull
 #define RKEY 0x1234
+/* The timed case's pace (comp.c): tail-loss probes 2 x SLOW_RTT_NS after the flight and after
+ * each other, the fast go-back-N SLOW_RTO_US after the flight, the IBA timeout (SLOW_TIMEOUT:
+ * 4.096 us x 2^20, 4.3 s) far behind. */
+#define SLOW_RTT_NS 200000000ull
+#define SLOW_RTO_US "1600000"
+#define SLOW_TIMEOUT 20
+
+/* softrdma's private entry point for tests (src/verbs/softrdma_private.c). */
+int sr_priv_qp_set_rtt(struct ibv_qp *qp, uint64_t srtt_ns, uint64_t rttvar_ns);
 
 static struct vu_dev dev;
 static struct vu_buf lb;
@@ -171,23 +187,18 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 
 	printf("%s A (6 packets), B (2 packets); back to A by %s; ACK for B's first packet\n",
 	       send ? "SEND" : "WRITE", by_nak ? "a stale NAK" : "a fast retransmission");
-	qp = make_qp(by_nak ? P : P - 1, by_nak ? 0 : 14, 7);	/* 0: no timer (only the NAK rewinds) */
+	qp = make_qp(P, by_nak ? 0 : SLOW_TIMEOUT, 7);	/* 0: no timer (only the NAK rewinds) */
 	vu_fill(lb.p, 8 * MTU, 1);
-	if (!by_nak) {
-		/* One message answered first: the requester's fast go-back-N runs only once it
-		 * has measured a round trip (before, the IBA timeout alone, as TCP's initial RTO;
-		 * and the probes back off: comp.c probe_ns, tlp_ns). */
-		CHECK_EQ(vu_post_rdma(qp, 9, IBV_WR_RDMA_WRITE, lb.mr, lb.p, 16, RVA, RKEY, 0), 0);
-		ok = EXPECT_PKT(OPC(WRITE_ONLY), P - 1, lb.p, 0, 16);
-		ack(P - 1, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
-		EXPECT_DONE(9, "the first WRITE");
-		if (!ok)
-			goto out;
-	}
+	/* The requester's fast go-back-N runs only once it has a round trip (before, the IBA
+	 * timeout alone, as TCP's initial RTO; comp.c probe_ns): one as if measured, 200 ms, so
+	 * the probes come 400 ms apart and the go-back-N at 1.6 s (rto_min_us, main). */
+	if (!by_nak)
+		CHECK_EQ(sr_priv_qp_set_rtt(qp, SLOW_RTT_NS, SLOW_RTT_NS / 100), 0);
 	{
 		/* One post for both: the first flight then leaves under one hold of the QP lock,
-		 * and no tail-loss probe (500 us) can come between A and B when this thread is
-		 * preempted (ctest runs tests two at a time on 2 cores; it happened). */
+		 * and no tail-loss probe can come between A and B when this thread is preempted
+		 * (ctest runs tests two at a time on 2 cores; with the 500 us probe of a QP without
+		 * a round trip it happened). */
 		struct ibv_sge sa = { (uintptr_t)a, 6 * MTU, lb.mr->lkey };
 		struct ibv_sge sb = { (uintptr_t)b, 2 * MTU, lb.mr->lkey };
 		struct ibv_send_wr wb = { .wr_id = 2, .sg_list = &sb, .num_sge = 1 };
@@ -226,7 +237,8 @@ static void ack_covers_next_wqe(bool send, bool by_nak)
 	} else {
 		/* No answer: two tail-loss probes (A's FIRST alone, after 2 RTTs and again),
 		 * which the peer loses; then the fast retransmission goes back to A's start with
-		 * the window now 6 (three quarters), A alone. */
+		 * the window now 6 (three quarters: the round trip is the path's smallest, no
+		 * queue), A alone. */
 		ok = EXPECT_REPAIR(first, P, a, 0, MTU);
 		ok = ok && EXPECT_REPAIR(first, P, a, 0, MTU);
 		ok = ok && EXPECT_PKT(first, P, a, 0, MTU);
@@ -590,9 +602,11 @@ static void rnr_duplicate(void)
 	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
 	if (!ok)
 		goto out;
-	ack(P, SR_AETH_RNR_NAK | 20);	/* 10.24 ms */
+	/* 491.52 ms (IBA table 45's longest but one): the second NAK must come during the
+	 * wait, and this thread may lose the CPU for tens of milliseconds between the two. */
+	ack(P, SR_AETH_RNR_NAK | 31);
 	usleep(2000);
-	ack(P, SR_AETH_RNR_NAK | 20);
+	ack(P, SR_AETH_RNR_NAK | 31);
 	ok = EXPECT_PKT(OPC(SEND_ONLY), P, lb.p, 0, 100);
 	ack(P, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 	if (ok)
@@ -606,6 +620,8 @@ int main(void)
 {
 	sr_test_timeout(60);
 	setenv("SOFTRDMA_MAX_INFLIGHT", "8", 1);
+	/* Only QPs with a timer have a fast go-back-N: the timed case's alone (above). */
+	setenv("SOFTRDMA_RTO_MIN_US", SLOW_RTO_US, 1);
 	/* Every post sends at once: the flights below are exact (post_batch would hold a WQE
 	 * posted behind one in flight until its ACK). */
 	setenv("SOFTRDMA_POST_BATCH", "1", 1);
