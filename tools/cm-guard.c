@@ -94,8 +94,17 @@ int main(void)
 	uint64_t t0, last_send;
 
 	verbose = v && !strcmp(v, "log");
-	/* Nothing of the process it guards but its two descriptors (posix_spawn passes on every
-	 * descriptor that is not close-on-exec). */
+	/* The library starts it with every signal blocked and the application's ignored signals
+	 * still ignored (src/cm/guard.c, spawn_quiet): its own dispositions and mask first. */
+	sigset_t none;
+
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Nothing of the process it guards but its two descriptors (the library's clone passes
+	 * on every descriptor that is not close-on-exec). */
 	for (int fd = CM_GUARD_FD_TABLE + 1; fd < 1024; fd++)
 		close(fd);
 	signal(SIGPIPE, SIG_IGN);

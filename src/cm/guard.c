@@ -22,10 +22,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,7 +41,6 @@ extern char **environ;
 static struct {
 	int state;			/* 0: not started, 1: running, -1: off or failed */
 	int wfd;			/* the pipe's write end (close-on-exec) */
-	pid_t pid;			/* the helper until it has forked the guardian off */
 	struct cm_guard_table *t;
 	unsigned used;
 } g = { .wfd = -1 };
@@ -68,13 +70,155 @@ static bool helper_path(char *out, size_t n)
 	return access(out, X_OK) == 0;
 }
 
+/*
+ * Starting the helper must not disturb the application. The helper forks the guardian off and
+ * ends at once, and its end sends a SIGCHLD to the thread that started it. With the default
+ * disposition the kernel drops it, but only if that thread does not have SIGCHLD blocked at
+ * that moment: a blocked signal is never counted as ignored (its handler may change before it
+ * is unblocked). It is then queued for the process, and the kernel wakes another thread to take
+ * it, whose epoll_wait or poll returns EINTR although nothing is delivered. The CM thread
+ * blocks every signal for a moment whenever it creates a thread (glibc does, around the
+ * clone), posix_spawn blocks them all until its child has exec'd, and on a loaded machine the
+ * helper ends inside such a moment often enough: fi_pingpong's fi_eq_sread failed with EINTR in
+ * about 1 run in 10 (integration/test_libfabric; the kernel's signal_generate trace showed the
+ * helper's SIGCHLD queued, not ignored). So a thread of its own starts the helper, with SIGCHLD
+ * unblocked throughout, and waits for the helper's end before it leaves. It starts it as
+ * posix_spawn would (a vfork-style clone whose child only makes system calls until the exec),
+ * except for that one signal. The child keeps the other signals blocked across the exec, so no
+ * handler of the application ever runs in it (exec resets them), and the helper sets its own
+ * mask and dispositions first thing.
+ */
+struct spawn_args {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int rfd, tfd;
+	bool keep_stderr;
+	int err;		/* errno of what failed in the child; 0 if exec succeeded */
+};
+
+static long child_sys(struct spawn_args *a, long ret)
+{
+	if (ret < 0 && !a->err)
+		a->err = errno;
+	return ret;
+}
+
+/* The child: it shares the caller's memory and thread storage until the exec, so only system
+ * calls (no library state, no sanitizer bookkeeping). */
+__attribute__((no_sanitize("address", "undefined"), noinline))
+static int spawn_child(void *arg)
+{
+	struct spawn_args *a = arg;
+	static const char devnull[] = "/dev/null";
+	long fd;
+
+	child_sys(a, syscall(SYS_setsid));	/* a terminal's ^C to the process group: not ours */
+	child_sys(a, syscall(SYS_dup3, a->rfd, CM_GUARD_FD_PIPE, 0));
+	child_sys(a, syscall(SYS_dup3, a->tfd, CM_GUARD_FD_TABLE, 0));
+	fd = child_sys(a, syscall(SYS_openat, AT_FDCWD, devnull, O_RDWR, 0));
+	if (fd >= 0) {
+		/* nothing of the application's output held open by the guardian */
+		child_sys(a, syscall(SYS_dup3, fd, 0, 0));
+		child_sys(a, syscall(SYS_dup3, fd, 1, 0));
+		if (!a->keep_stderr)
+			child_sys(a, syscall(SYS_dup3, fd, 2, 0));
+		if (fd > 2)
+			syscall(SYS_close, fd);
+	}
+	if (!a->err) {
+		syscall(SYS_execve, a->path, a->argv, a->envp);
+		a->err = errno;
+	}
+	syscall(SYS_exit, 127);
+	return 127;
+}
+
+static int spawn_quiet(pid_t *pid, struct spawn_args *a)
+{
+	const size_t stack = 64 * 1024;
+	sigset_t all, old;
+	void *st;
+	int r;
+
+	st = mmap(NULL, stack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (st == MAP_FAILED)
+		return errno;
+	a->err = 0;
+	sigfillset(&all);
+	sigdelset(&all, SIGCHLD);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = clone(spawn_child, (char *)st + stack, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+	int e = errno;
+
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	munmap(st, stack);
+	if (r < 0)
+		return e;
+	*pid = r;
+	if (a->err) {
+		int st2;
+
+		while (waitpid(r, &st2, 0) < 0 && errno == EINTR)
+			;
+		*pid = 0;
+		return a->err;
+	}
+	return 0;
+}
+
+struct spawner {
+	struct spawn_args a;
+	sem_t done;		/* the child has exec'd (or failed): ret is set */
+	int ret;
+};
+
+static void *spawner_run(void *arg)
+{
+	struct spawner *sp = arg;
+	sigset_t chld;
+	pid_t pid = 0;
+	int st;
+
+	pthread_setname_np(pthread_self(), "sr-cm-guard");
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_UNBLOCK, &chld, NULL);
+	sp->ret = spawn_quiet(&pid, &sp->a);
+	sem_post(&sp->done);	/* sp is the caller's: not touched from here on */
+	if (pid > 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	return NULL;
+}
+
+/* The helper, started from a thread of its own (above); returns once it has exec'd. */
+static int spawn_helper(struct spawn_args *a)
+{
+	struct spawner sp = { .a = *a };
+	pthread_attr_t at;
+	pthread_t t;
+	int ret;
+
+	if (sem_init(&sp.done, 0, 0))
+		return errno;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	ret = pthread_create(&t, &at, spawner_run, &sp);
+	pthread_attr_destroy(&at);
+	if (!ret) {
+		while (sem_wait(&sp.done) && errno == EINTR)
+			;
+		ret = sp.ret;
+	}
+	sem_destroy(&sp.done);
+	return ret;
+}
+
 static int guard_start(void)
 {
 	char path[PATH_MAX];
 	char *argv[] = { (char *)CM_GUARD_HELPER, NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, dfl;
 	int p[2] = { -1, -1 }, mfd = -1, rfd = -1, tfd = -1, ret;
 	const char *v = getenv("SOFTRDMA_CM_GUARD");
 	bool log = v && !strcmp(v, "log");
@@ -98,25 +242,6 @@ static int guard_start(void)
 	tfd = fcntl(mfd, F_DUPFD_CLOEXEC, 10);
 	if (rfd < 0 || tfd < 0)
 		goto fail;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, rfd, CM_GUARD_FD_PIPE);
-	posix_spawn_file_actions_adddup2(&fa, tfd, CM_GUARD_FD_TABLE);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	if (!log)	/* nothing of the application's output held open by the guardian */
-		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigemptyset(&dfl);
-	sigaddset(&dfl, SIGINT);
-	sigaddset(&dfl, SIGTERM);
-	sigaddset(&dfl, SIGHUP);
-	sigaddset(&dfl, SIGPIPE);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &dfl);
-	/* A session of its own: a terminal's ^C to the process group does not reach it. */
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-					  POSIX_SPAWN_SETSID);
 	/* The environment without LD_PRELOAD: a preloaded library (librspreload under an
 	 * rsocket application, say) is the application's, not the guardian's. */
 	size_t ne = 0, k = 0;
@@ -130,10 +255,11 @@ static int guard_start(void)
 			if (strncmp(environ[i], "LD_PRELOAD=", 11))
 				env[k++] = environ[i];
 	}
-	ret = posix_spawn(&g.pid, path, &fa, &at, argv, env ? env : environ);
+	struct spawn_args sa = { .path = path, .argv = argv, .envp = env ? env : environ,
+				  .rfd = rfd, .tfd = tfd, .keep_stderr = log };
+
+	ret = spawn_helper(&sa);
 	free(env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
 	if (ret) {
 		errno = ret;
 		goto fail;
@@ -157,7 +283,6 @@ fail:
 	if (g.t)
 		munmap(g.t, sizeof(*g.t));
 	g.t = NULL;
-	g.pid = 0;
 	return ret;
 }
 
@@ -223,15 +348,6 @@ void cm_guard_drop(struct cm_id *id)
 
 void cm_guard_sync(void)
 {
-	if (g.pid > 0) {
-		/* The helper forks the guardian off and leaves at once: reaped here, never
-		 * waited for under the lock. */
-		int st;
-		pid_t r = waitpid(g.pid, &st, WNOHANG);
-
-		if (r == g.pid || (r < 0 && errno == ECHILD))
-			g.pid = 0;
-	}
 	if (g.state < 0)
 		return;
 	for (struct cm_id *id = cm.ids; id; id = id->next) {
@@ -261,7 +377,6 @@ static void guard_atfork_child(void)
 		munmap(g.t, sizeof(*g.t));
 	g.wfd = -1;
 	g.t = NULL;
-	g.pid = 0;
 	g.used = 0;
 	g.state = 0;
 }
