@@ -265,11 +265,11 @@ static inline uint16_t cm_sa_port(const struct sockaddr *a)
 bool cm_port_held(uint16_t port_be, uint16_t ps);
 
 /* ---- the IB CM on the wire (ibcm/drive.c) -------------------------------------------------
- * With SOFTRDMA_CM_WIRE=ibcm, RC, UC and XRC connections (REQ..RTU) and the UD ids of
+ * With cm_wire=ibcm (the default), RC, UC and XRC connections (REQ..RTU) and the UD ids of
  * RDMA_PS_UDP (SIDR_REQ/SIDR_REP) are set up with CM MADs on QP1 (the kernel's rdma_cm's
  * protocol) instead of the private UDP protocol. A listener takes both. Every call with
  * cm.lock held. */
-bool cm_ibcm_on(void);				/* the parameter says ibcm */
+bool cm_ibcm_on(void);				/* the parameter says ibcm (not private) */
 bool cm_ibcm_for(const struct cm_id *id);	/* on, and id is a connected (non-UD) one */
 int cm_ibcm_open(void);				/* QP1 on every device (once) */
 /* The IB CM's retransmission and time-wait timers, cm.lock held; ms to the next. The CM thread

@@ -9,10 +9,11 @@
  * giving REJECTED (status 8) promptly; a listener replaced by another on the same port; XRC
  * (an XRC_SEND QP connected to an XRC_RECV QP, a SEND to the XRC SRQ named in the REP).
  *
- * Run again with SOFTRDMA_CM_WIRE=ibcm (cm/test_cm_conn.ibcm): the same through CM MADs on
- * the device's QP1 (the loopback device talks to itself), the RC case without one private
- * CM datagram; a DREQ leaves the receiver's QP as it is until its own rdma_disconnect, as
- * the kernel's rdma_cm.
+ * By default (cm_wire=ibcm) all of it goes through CM MADs on the device's QP1 (the loopback
+ * device talks to itself), the RC case without one private CM datagram; a DREQ leaves the
+ * receiver's QP as it is until its own rdma_disconnect, as the kernel's rdma_cm. Run again
+ * with SOFTRDMA_CM_WIRE=private (cm/test_cm_conn.private): the same over softrdma's own
+ * protocol, without one MAD.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,7 +30,7 @@
 #include "verbs_util.h"
 
 static struct rdma_event_channel *ch;
-static bool ibcm;	/* SOFTRDMA_CM_WIRE=ibcm: the IB CM on QP1 */
+static bool ibcm;	/* the IB CM on QP1 (the default), unless SOFTRDMA_CM_WIRE=private */
 
 static double now_s(void)
 {
@@ -629,7 +630,7 @@ int main(void)
 	struct rdma_cm_id *listen;
 
 	sr_test_timeout(60);
-	ibcm = getenv("SOFTRDMA_CM_WIRE") && !strcmp(getenv("SOFTRDMA_CM_WIRE"), "ibcm");
+	ibcm = !(getenv("SOFTRDMA_CM_WIRE") && !strcmp(getenv("SOFTRDMA_CM_WIRE"), "private"));
 	ch = rdma_create_event_channel();
 	REQUIRE(ch);
 	REQUIRE(rdma_create_id(ch, &listen, NULL, RDMA_PS_TCP) == 0);

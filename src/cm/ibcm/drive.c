@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdma_cm's connected ids over the IB CM (SOFTRDMA_CM_WIRE=ibcm; docs/cm.md): the drive that
+ * rdma_cm's connected ids over the IB CM (param cm_wire, ibcm by default; docs/cm.md): the drive that
  * puts the IB CM state machine (ibcm.c) between librdmacm's calls and the device's QP1
  * (agent.c), with the rdma_cm mapping of rdma.c, as the kernel's rdma_cm runs its ib_cm.
  *
@@ -43,12 +43,14 @@
 
 static int mode = -1;
 
+/* The IB CM is the default (param cm_wire); SOFTRDMA_CM_WIRE=private keeps softrdma's own
+ * protocol (cm.c, proto.c) for what still needs it (docs/cm.md). */
 bool cm_ibcm_on(void)
 {
 	if (mode < 0) {
 		const char *v = getenv("SOFTRDMA_CM_WIRE");
 
-		mode = v && !strcmp(v, "ibcm");
+		mode = !(v && !strcmp(v, "private"));
 	}
 	return mode == 1;
 }
