@@ -355,10 +355,12 @@ struct sr_cq {
 	bool ex_polling;
 	_Atomic uint32_t polls;		/* sr_cq_poll calls (written under lock), read by posts
 					 * without it (sr_swqe_finish) */
+	_Atomic uint64_t poll_ns;	/* the last sr_cq_poll (0: never), read by sr_cq_post */
 };
 #define SR_CQ_ARM_ANY 1
 #define SR_CQ_ARM_SOLICITED 2
-/* Unpolled completions in a CQ nobody sleeps on that make the progress thread pause (engine/nic.c). */
+/* Unpolled completions in a CQ nobody sleeps on that make the progress thread pause
+ * (engine/nic.c), once its consumer has not polled it for backlog_idle_us. */
 #define SR_CQ_BACKLOG 32
 static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; }
 

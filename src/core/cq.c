@@ -22,6 +22,7 @@
 
 #include "core/core.h"
 #include "core/log.h"
+#include "core/param.h"
 
 /* ---- FIFO helpers -------------------------------------------------------------------------- */
 /* FIFOs are rings indexed by free-running counters modulo a power-of-two capacity. Growing
@@ -283,13 +284,22 @@ void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 			atomic_fetch_sub(&cq->ctx->nic->cq_notify, 1);
 	}
 	/* Receive completions pile up in a CQ whose consumer polls (it does not sleep on the
-	 * channel): tell the progress thread, which leaves the rest to that consumer for a
-	 * moment. (Send completions do not count: the thread that makes them from ACKs also
-	 * sends the next packets for an application that is not running.) */
+	 * channel) but has not polled it for backlog_idle_us: it is not running, and the
+	 * progress thread leaves the rest to it for a moment. A consumer that polled a moment
+	 * ago is running and only has a deep queue (RTRS at queue depth 32 has 32 requests in
+	 * its CQ whenever its event thread is a moment behind): pausing for it turned its
+	 * peer's ACKs into packets held in the socket, and its own retransmission timers into
+	 * spurious resends. (Send completions do not count: the thread that makes them from
+	 * ACKs also sends the next packets for an application that is not running.) */
 	if (!cq->in_backlog && !cq->armed && (wc->opcode & IBV_WC_RECV) &&
 	    cq->head - cq->tail >= SR_CQ_BACKLOG) {
-		cq->in_backlog = true;
-		atomic_fetch_add(&cq->ctx->nic->cq_backlog, 1);
+		uint64_t last = atomic_load_explicit(&cq->poll_ns, memory_order_relaxed);
+		uint64_t idle = (uint64_t)sr_params()->backlog_idle_us * 1000;
+
+		if (!last || !idle || sr_now_ns() - last >= idle) {
+			cq->in_backlog = true;
+			atomic_fetch_add(&cq->ctx->nic->cq_backlog, 1);
+		}
 	}
 	pthread_mutex_unlock(&cq->lock);
 	if (notify)
@@ -305,13 +315,18 @@ int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
 	atomic_store_explicit(&cq->polls,
 			      atomic_load_explicit(&cq->polls, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
+	atomic_store_explicit(&cq->poll_ns, sr_now_ns(), memory_order_relaxed);
 	while (got < n && cq->tail != cq->head) {
 		wc[got++] = cq->ring[cq->tail & cq->mask];
 		cq->tail++;
 	}
 	bool was_backlog = cq->in_backlog;
 
-	if (was_backlog && cq->head - cq->tail < SR_CQ_BACKLOG) {
+	/* Its consumer is running: no backlog, however deep the queue still is (sr_cq_post
+	 * looks again if it stops polling). With backlog_idle_us 0, as before: until fewer
+	 * than SR_CQ_BACKLOG are left. */
+	if (was_backlog && (sr_params()->backlog_idle_us > 0 ||
+			    cq->head - cq->tail < SR_CQ_BACKLOG)) {
 		cq->in_backlog = false;
 		atomic_fetch_sub(&cq->ctx->nic->cq_backlog, 1);
 	}

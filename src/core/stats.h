@@ -96,6 +96,7 @@
 	X(async_events, "asynchronous events raised")                                \
 	X(rx_pauses, "progress thread left the socket to an application with completions to take") \
 	X(rx_pause_expired, "... and took it back, the completions still untaken (backlog_pause_us, buffer half full)") \
+	X(rx_pause_timer_takes, "datagrams received during a pause because a retransmission timer was due (the ACK it waits for may be in the socket)") \
 	X(cm_msgs_rcvd, "rdma_cm: CM messages received")                            \
 	X(cm_drop_malformed, "rdma_cm: dropped: not a CM message, other version, bad length") \
 	X(cm_drop_unknown, "rdma_cm: dropped: unknown connection, wrong peer or state (stale, replayed, forged)") \

@@ -283,10 +283,14 @@ static int nic_choose_addr(struct sr_nic *nic)
 #define SR_TIMER_BUSY_MAX_NS 1000000ull
 
 /* Runs every armed timer; returns the time to wait in ms (-1: nothing armed). `gentle`: an
- * application polls, and a QP whose lock it holds is left for a later look (above). */
-static int nic_run_timers(struct sr_nic *nic, bool gentle)
+ * application polls, and a QP whose lock it holds is left for a later look (above).
+ * *armed_at: when the first timer a QP armed is due (UINT64_MAX: none; the looks at idle QPs
+ * kept on the list do not count). */
+static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
 {
 	uint64_t now = sr_now_ns(), next = UINT64_MAX;
+
+	*armed_at = UINT64_MAX;
 	struct sr_qp **snap;
 	uint32_t n;
 
@@ -329,6 +333,8 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle)
 		t = sr_qp_timers(qp, now);
 		if (t) {
 			qp->timer_idle_since = 0;
+			if (t < *armed_at)
+				*armed_at = t;
 		} else if (qp->on_timer_list &&
 			   (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD) &&
 			   (!qp->timer_idle_since || now - qp->timer_idle_since < SR_TIMER_KEEP_NS)) {
@@ -640,7 +646,7 @@ static void *nic_thread(void *arg)
 	bool armed = true, grace = false;
 	int64_t defer_ns = sr_params()->ack_defer_us * 1000;
 	int64_t timeout = 0;
-	uint64_t paused_since = 0, rx_busy_since = 0;
+	uint64_t paused_since = 0, rx_busy_since = 0, timer_at = UINT64_MAX;
 
 	/* Its timeouts are microseconds (the grace, the pause steps): a normal thread's 50 us
 	 * timer slack would stretch a 20 us grace to 70. */
@@ -711,6 +717,19 @@ static void *nic_thread(void *arg)
 				uint64_t left = paused_since + max - now;
 
 				timeout = (int64_t)(left < SR_PAUSE_STEP_NS ? left : SR_PAUSE_STEP_NS);
+				/* A QP's retransmission timer is due: what it would resend may be
+				 * acknowledged by a packet held in this socket. One receive first
+				 * (the pause goes on), so the timers see that ACK. */
+				if (now >= timer_at && !pthread_mutex_trylock(&nic->rx_lock)) {
+					int got = sr_net_rx(nic);
+
+					if (got > 0) {
+						sr_resp_flush_acks(nic);
+						sr_stat_add(&nic->stats, SR_STAT_rx_pause_timer_takes,
+							    (uint64_t)got);
+					}
+					pthread_mutex_unlock(&nic->rx_lock);
+				}
 				goto timers;	/* the socket stays disarmed */
 			} else {
 				sr_stat_inc(&nic->stats, SR_STAT_rx_pause_expired);
@@ -826,7 +845,8 @@ timers:;
 		if (rx_busy_since && now - rx_busy_since < SR_TIMER_BUSY_MAX_NS)
 			continue;
 		/* Gentle while an application polls, in the sense lingering uses. */
-		int t = nic_run_timers(nic, app_polled_within(nic, now, SR_LINGER_QUIET_NS));
+		int t = nic_run_timers(nic, app_polled_within(nic, now, SR_LINGER_QUIET_NS),
+				       &timer_at);
 
 		if (t >= 0 && (timeout < 0 || (int64_t)t * 1000000 < timeout))
 			timeout = (int64_t)t * 1000000;

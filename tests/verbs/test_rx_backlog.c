@@ -17,6 +17,11 @@
  *     batch more) completions; polling then collects all 200, in order;
  *   - 20 ms: after 300 ms without polling, all 200 are in the CQ already, and the expired
  *     pause is counted.
+ * A pause is for a consumer that is not running: one that polled the CQ within
+ * backlog_idle_us only has a deep queue, and the thread goes on receiving for it.
+ *   - idle 10 s, the CQ polled (empty) just before the sends: no pause, all 200 are in the
+ *     CQ without the application polling again;
+ *   - idle 1 ms (the default), the CQ polled 50 ms before the sends: the pause as above.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -38,9 +43,12 @@ static int64_t wait_stat(const char *name, int64_t want, int ms)
 	return v;
 }
 
+enum mode { COMES_BACK, EXPIRES, RECENT_POLL, OLD_POLL };
+
 static int run(int sock, void *arg)
 {
-	bool expire = arg != NULL;
+	enum mode mode = *(enum mode *)arg;
+	bool expire = mode == EXPIRES;
 	struct vu_dev dev;
 	struct vu_buf rb;
 	struct rawpeer rp;
@@ -54,6 +62,8 @@ static int run(int sock, void *arg)
 
 	(void)sock;
 	setenv("SOFTRDMA_BACKLOG_PAUSE_US", expire ? "20000" : "2000000", 1);
+	if (mode == RECENT_POLL)
+		setenv("SOFTRDMA_BACKLOG_IDLE_US", "10000000", 1);
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &rb, NMSG * (MSG + 40), VU_ACCESS_ALL) == 0);
 	REQUIRE(rp_open(&rp, &dev.gid) == 0);
@@ -69,6 +79,11 @@ static int run(int sock, void *arg)
 	for (int i = 0; i < NMSG; i++)
 		REQUIRE(vu_post_recv(qp, (uint64_t)i, rb.mr, rb.p + i * (MSG + 40), MSG + 40) == 0);
 
+	if (mode == RECENT_POLL || mode == OLD_POLL) {
+		CHECK_EQ(ibv_poll_cq(cq, 1, wc), 0);	/* the consumer has polled (empty) */
+		if (mode == OLD_POLL)
+			vu_sleep_ms(50);
+	}
 	for (int i = 0; i < NMSG; i++) {
 		uint8_t op = SR_OPC(SR_TR_UD, SR_OP_SEND_ONLY);
 		size_t hlen = sr_opcode[op].length;
@@ -81,7 +96,15 @@ static int run(int sock, void *arg)
 		REQUIRE(rp_send(&rp, hdr, hlen, msg, sizeof(msg), 0) == 0);
 	}
 
-	if (!expire) {
+	if (mode == RECENT_POLL) {
+		/* Polled a moment ago: the thread takes everything, with no pause. */
+		CHECK(wait_stat("rx_packets", NMSG, 5000) >= NMSG);
+		vu_sleep_ms(20);
+		CHECK_EQ(vu_stat("rx_pauses"), 0);
+		n = ibv_poll_cq(cq, NMSG + 8, wc);
+		CHECK_EQ(n, NMSG);
+		got = n > 0 ? n : 0;
+	} else if (!expire) {
 		/* The thread receives a batch or two, sees the backlog and leaves the rest. */
 		CHECK(wait_stat("rx_pauses", 1, 5000) >= 1);
 		vu_sleep_ms(20);
@@ -122,12 +145,18 @@ int main(void)
 {
 	struct vu_child ch;
 
-	sr_test_timeout(60);
-	printf("backlog pause, the application comes back\n");
-	REQUIRE(vu_fork(&ch, run, NULL, 30) == 0);
-	CHECK_EQ(vu_child_wait(&ch, 40), 0);
-	printf("backlog pause expires\n");
-	REQUIRE(vu_fork(&ch, run, &ch, 30) == 0);
-	CHECK_EQ(vu_child_wait(&ch, 40), 0);
+	static enum mode modes[] = { COMES_BACK, EXPIRES, RECENT_POLL, OLD_POLL };
+	static const char *const what[] = {
+		"backlog pause, the application comes back", "backlog pause expires",
+		"no pause for a consumer that polled within backlog_idle_us",
+		"backlog pause, the consumer polled 50 ms before",
+	};
+
+	sr_test_timeout(120);
+	for (int i = 0; i < 4; i++) {
+		printf("%s\n", what[i]);
+		REQUIRE(vu_fork(&ch, run, &modes[i], 30) == 0);
+		CHECK_EQ(vu_child_wait(&ch, 40), 0);
+	}
 	return sr_test_done("test_rx_backlog");
 }
