@@ -124,6 +124,8 @@ struct sr_nic {
 	_Atomic uint64_t ack_due;	/* earliest deferred ACK's deadline (0: none) */
 	_Atomic uint64_t ack_deferred_ns;	/* when an ACK was last deferred */
 	_Atomic uint64_t wake_at;	/* when the progress thread wakes at the latest */
+	_Atomic uint64_t watch_slack_ns;	/* a watch that grew (rx_watch_max_us): how long
+					 * the thread may sleep past a deferred ACK's look */
 
 	/* Multicast groups with attached QPs (mcast.c): one UDP socket per group. */
 	pthread_mutex_t mcast_lock;

@@ -21,6 +21,7 @@
 	X(rx_watch_takes, "receives with data that the progress thread made while watching a polling application, packets that application left waiting (param rx_watch_us)") \
 	X(timer_busy_skips, "looks at a QP's timers that the progress thread put off because a polling application held the QP's lock (at most 1 ms in a row)") \
 	X(rx_thread_wakes, "times a datagram woke the progress thread (socket armed: nobody watching; a ping-pong whose applications poll should cause few)") \
+	X(thread_wakes, "times the progress thread woke, for any reason: a datagram, a kick, a timeout (the watch's looks, timers, deferred ACKs); each costs a context switch and may preempt a polling application") \
 	X(rx_linger_takes, "receives with data that the progress thread made while lingering after a stream's drain, each a wake-up saved (param rx_linger_us)") \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(tx_gso_sends, "sendmsg calls that carried several packets (UDP GSO, parameter gso)") \

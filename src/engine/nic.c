@@ -639,6 +639,53 @@ static void nic_set_nice(struct sr_nic *nic)
 		nic->dev->ibdev.name, cur, want);
 }
 
+/*
+ * The watch grows (parameter rx_watch_max_us). Each look of a watch costs a wake-up (about
+ * 20 us of CPU on the 2-core VM, and a preemption of a polling application), and an MPI rank
+ * polls for as long as it runs: every look finds it in its polling loop, and the thread woke
+ * 5,000 times a second for nothing. So after SR_WATCH_GROW_LOOKS looks in a row that found
+ * nothing to do (the application in its polling loop, or an empty socket), the interval
+ * doubles, up to rx_watch_max_us; a look that takes packets, or a deferred ACK the thread
+ * had to send, puts it back to rx_watch_us and keeps it there for SR_WATCH_HOLD_NS: an
+ * application that ever leaves packets waiting (ib_write_lat spins on memory once its send
+ * completed) gets the short watch. What a grown watch costs is the watch's price, longer: a
+ * packet that comes while the application waits elsewhere waits for the next look, and a
+ * deferred ACK for the application's next poll or the thread's next look (watch_slack_ns, no
+ * kick: resp.c). Returns the interval (ns; 0: no watch).
+ */
+#define SR_WATCH_GROW_LOOKS 2
+#define SR_WATCH_HOLD_NS 20000000ull
+enum {
+	SR_WATCH_IDLE,	/* the look found nothing to do */
+	SR_WATCH_BUSY,	/* it found the receive lock taken: tells nothing */
+	SR_WATCH_TOOK,	/* it took packets, or sent a deferred ACK */
+	SR_WATCH_END,	/* the watch ended */
+	SR_WATCH_TOOK_END,	/* it ended taking packets the application left */
+};
+
+static uint64_t watch_look(struct sr_nic *nic, uint64_t base, uint64_t cur, int look, int *idle,
+			   uint64_t *hold)
+{
+	uint64_t max = (uint64_t)sr_params()->rx_watch_max_us * 1000;
+
+	if (!cur || cur < base)
+		cur = base;
+	if (look == SR_WATCH_TOOK || look == SR_WATCH_TOOK_END) {
+		cur = look == SR_WATCH_TOOK ? base : 0;
+		*idle = 0;
+		*hold = sr_now_ns() + SR_WATCH_HOLD_NS;
+	} else if (look == SR_WATCH_END) {
+		cur = 0;
+		*idle = 0;
+	} else if (look == SR_WATCH_IDLE && ++*idle >= SR_WATCH_GROW_LOOKS && max > cur &&
+		   sr_now_ns() >= *hold) {
+		cur = cur * 2 < max ? cur * 2 : max;
+		*idle = 0;
+	}
+	atomic_store_explicit(&nic->watch_slack_ns, cur > base ? cur : 0, memory_order_relaxed);
+	return cur;
+}
+
 static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
@@ -647,6 +694,10 @@ static void *nic_thread(void *arg)
 	int64_t defer_ns = sr_params()->ack_defer_us * 1000;
 	int64_t timeout = 0;
 	uint64_t paused_since = 0, rx_busy_since = 0, timer_at = UINT64_MAX;
+	/* The watch's current interval (0: rx_watch_us), its looks in a row that found
+	 * nothing to do, and until when it may not grow (see watch_look). */
+	uint64_t watch_cur = 0, watch_hold = 0;
+	int watch_idle = 0;
 
 	/* Its timeouts are microseconds (the grace, the pause steps): a normal thread's 50 us
 	 * timer slack would stretch a 20 us grace to 70. */
@@ -670,8 +721,11 @@ static void *nic_thread(void *arg)
 
 		atomic_store(&nic->wake_at, timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout);
 		due = atomic_load(&nic->ack_due);
-		if (due || now - atomic_load_explicit(&nic->ack_deferred_ns, memory_order_relaxed) <
-				   SR_ACK_LOOK_KEEP_NS) {
+		/* A watch that grew (watch_slack_ns) has the application sending due ACKs
+		 * itself: with none pending, it does not keep looking for the next one. */
+		if (due || (now - atomic_load_explicit(&nic->ack_deferred_ns, memory_order_relaxed) <
+				    SR_ACK_LOOK_KEEP_NS &&
+			    !atomic_load_explicit(&nic->watch_slack_ns, memory_order_relaxed))) {
 			int64_t left = due > now ? (int64_t)(due - now) : 0;
 			int64_t look = defer_ns;
 
@@ -686,6 +740,8 @@ static void *nic_thread(void *arg)
 		}
 		n = wait_ns(nic->epfd, ev, 4, timeout);
 		atomic_store(&nic->wake_at, 0);	/* awake: reads ack_due again before it sleeps */
+		if (timeout)
+			sr_stat_inc(&nic->stats, SR_STAT_thread_wakes);
 
 		bool rx_event = false;
 
@@ -790,10 +846,12 @@ static void *nic_thread(void *arg)
 				bool app_rx = watching && now - last < SR_APP_ACTIVE_NS;
 				bool wait = !polling && (!watching || (rx_busy_since &&
 					    now - rx_busy_since >= SR_TIMER_BUSY_MAX_NS));
+				int look = SR_WATCH_BUSY;
 
 				grace = false;
 				if (app_rx) {
 					rx_busy_since = 0;
+					look = SR_WATCH_IDLE;
 				} else if (wait ? pthread_mutex_lock(&nic->rx_lock)
 						: pthread_mutex_trylock(&nic->rx_lock)) {
 					if (!watching)
@@ -813,6 +871,7 @@ static void *nic_thread(void *arg)
 					}
 					if (watching)
 						sr_stat_add(&nic->stats, SR_STAT_rx_watch_takes, (uint64_t)got);
+					look = got ? SR_WATCH_TOOK : SR_WATCH_IDLE;
 					if (sr_params()->rx_linger_us > 0 && sr_params()->busy_poll_us <= 0 &&
 					    !backlog_pending(nic) && got > 0 &&
 					    !app_polled_within(nic, sr_now_ns(), SR_LINGER_QUIET_NS))
@@ -826,9 +885,17 @@ static void *nic_thread(void *arg)
 					rx_busy_since = 0;
 				}
 				if (watching) {
-					timeout = (int64_t)watch_ns;	/* the socket stays unarmed */
+					watch_cur = watch_look(nic, watch_ns, watch_cur, look,
+							       &watch_idle, &watch_hold);
+					timeout = (int64_t)watch_cur;	/* the socket stays unarmed */
 				} else {
 					atomic_store(&nic->rx_watching, false);
+					/* A watch that ends taking packets: the application
+					 * stopped polling with packets on their way to it. */
+					watch_cur = watch_look(nic, watch_ns, watch_cur,
+							       watch_cur && look == SR_WATCH_TOOK ?
+							       SR_WATCH_TOOK_END : SR_WATCH_END,
+							       &watch_idle, &watch_hold);
 					rx_arm(nic);
 					armed = true;
 				}
@@ -839,6 +906,15 @@ timers:;
 		if (due && sr_now_ns() >= due && !pthread_mutex_trylock(&nic->rx_lock)) {
 			sr_resp_flush_acks(nic);	/* else the holder flushes after its receive */
 			pthread_mutex_unlock(&nic->rx_lock);
+			/* An ACK the application left to the thread: the watch looks often again
+			 * (its growth is for applications that send theirs themselves). */
+			if (watch_cur) {
+				watch_cur = watch_look(nic, (uint64_t)sr_params()->rx_watch_us * 1000,
+						       watch_cur, SR_WATCH_TOOK, &watch_idle,
+						       &watch_hold);
+				if (timeout > (int64_t)watch_cur)
+					timeout = (int64_t)watch_cur;
+			}
 		}
 		/* Not while a watch found the receive lock taken (above). */
 		now = sr_now_ns();
