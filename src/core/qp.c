@@ -450,6 +450,21 @@ int sr_qp_make_gsi(struct sr_qp *qp)
 	return ret;
 }
 
+/* Its completions still in its CQs go, as ConnectX providers clean the CQs of a QP moved to
+ * RESET or destroyed (kernel rxe leaves them): a consumer that frees a QP's receive buffers
+ * with the QP must not poll completions naming them later (libfabric's ofi_rxm reposted such a
+ * buffer on its freed endpoint and crashed). Receive completions of a QP on an SRQ stay: their
+ * WQEs came from the SRQ and cannot go back to it. */
+static void purge_cqes(struct sr_qp *qp)
+{
+	bool own_rq = !qp->srq && qp->type != IBV_QPT_XRC_RECV;
+
+	if (qp->scq)
+		sr_cq_purge_qp(qp->scq, qp->qpx.qp_base.qp_num, own_rq && qp->rcq == qp->scq);
+	if (qp->rcq && qp->rcq != qp->scq && own_rq)
+		sr_cq_purge_qp(qp->rcq, qp->qpx.qp_base.qp_num, true);
+}
+
 int sr_qp_destroy(struct sr_qp *qp)
 {
 	struct ibv_qp *b = &qp->qpx.qp_base;
@@ -478,6 +493,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	/* Wait for packets, timers and coalesced ACKs that still hold a reference. */
 	while (atomic_load(&qp->refs) > 1)
 		sched_yield();
+	purge_cqes(qp);
 	sr_async_event_purge(qp->ctx, qp);
 	pthread_mutex_lock(&b->mutex);
 	while (b->events_completed != qp->async_events_delivered)
@@ -692,6 +708,8 @@ int sr_qp_set_seg(struct sr_qp *qp, uint32_t bytes)
 	return ret;
 }
 
+
+
 int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	enum ibv_qp_state cur, next;
@@ -816,19 +834,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 			set_state(qp, next);
 			qp->nic->engine->qp_reset(qp);
 			qp->seg = 0;
-			/* Its completions still in its CQs go, as ConnectX providers clean the
-			 * CQs of a QP moved to RESET (kernel rxe leaves them). Receive
-			 * completions of a QP on an SRQ stay: their WQEs came from the SRQ and
-			 * cannot go back to it. */
-			{
-				bool own_rq = !qp->srq && qp->type != IBV_QPT_XRC_RECV;
-
-				if (qp->scq)
-					sr_cq_purge_qp(qp->scq, qp->qpx.qp_base.qp_num,
-						       own_rq && qp->rcq == qp->scq);
-				if (qp->rcq && qp->rcq != qp->scq && own_rq)
-					sr_cq_purge_qp(qp->rcq, qp->qpx.qp_base.qp_num, true);
-			}
+			purge_cqes(qp);
 			break;
 		case IBV_QPS_RTR:
 			if (qp->type == IBV_QPT_UD)

@@ -9,8 +9,9 @@
  *   ignores it); pyverbs's ODP tests set it at INIT.
  * - ibv_rereg_mr with IBV_REREG_MR_CHANGE_ACCESS (or CHANGE_PD) keeps the MR's keys, as rxe
  *   does, so the rkey a peer holds stays valid; the new rights apply to it at once.
- * - moving a QP to RESET removes its completions still waiting in its CQs, as ConnectX
- *   providers do (pyverbs's tests reuse a QP after RESET and expect no stale completion),
+ * - moving a QP to RESET, or destroying it, removes its completions still waiting in its CQs,
+ *   as ConnectX providers do (pyverbs's tests reuse a QP after RESET and expect no stale
+ *   completion; libfabric's ofi_rxm frees a destroyed QP's receive buffers),
  *   and leaves the other QPs' completions in a shared CQ in their order.
  * - a context's cmd_fd is an open fd (pyverbs dups it to try ibv_import_device; with -1 its
  *   shared-PD test errored instead of skipping), and importing a context, PD or MR fails
@@ -268,6 +269,53 @@ static void test_reset_cleans_cq(void)
 	vu_buf_free(&b);
 }
 
+/* Destroying a QP removes its completions still waiting in a shared CQ, as ConnectX providers
+ * do: libfabric's ofi_rxm frees an endpoint's receive buffers with its QP and crashed on the
+ * flushed completions it polled afterwards. The other QP's stay, in order. */
+static void test_destroy_cleans_cq(void)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct ibv_cq *cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *qa, *qb;
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	struct vu_buf b;
+	struct ibv_wc wc[16];
+	int n;
+
+	REQUIRE(cq);
+	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	qa = vu_qp_create(&dev, cq, cq, &q);
+	qb = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(qa && qb);
+	CHECK_EQ(vu_qp_to_init(qa, &c), 0);
+	CHECK_EQ(vu_qp_to_init(qb, &c), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(vu_post_recv(qa, 100 + i, b.mr, b.p, 64), 0);
+	CHECK_EQ(vu_post_recv(qb, 200, b.mr, b.p, 64), 0);
+	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
+	CHECK_EQ(ibv_modify_qp(qb, &at, IBV_QP_STATE), 0);
+	CHECK_EQ(vu_post_send(qa, 300, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
+	CHECK_EQ(vu_post_send(qb, 400, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
+
+	CHECK_EQ(ibv_destroy_qp(qa), 0);
+	n = vu_drain(cq, wc, 16, 50);
+	CHECK_EQ(n, 2);
+	for (int i = 0; i < n && i < 16; i++) {
+		CHECK_EQ(wc[i].qp_num, qb->qp_num);
+		CHECK_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+	}
+	if (n == 2) {
+		CHECK_EQ(wc[0].wr_id, 200);
+		CHECK_EQ(wc[1].wr_id, 400);
+	}
+	CHECK_EQ(ibv_destroy_qp(qb), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	vu_buf_free(&b);
+}
+
 /* cmd_fd: open, close-on-exec, dup-able; imports are EOPNOTSUPP. */
 static void test_cmd_fd_import(void)
 {
@@ -425,6 +473,7 @@ int main(void)
 	test_qp_access_odp();
 	test_rereg_keeps_keys();
 	test_reset_cleans_cq();
+	test_destroy_cleans_cq();
 	test_cmd_fd_import();
 	test_atomics();
 	test_ud_roce_convention();
