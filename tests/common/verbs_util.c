@@ -225,6 +225,34 @@ int vu_qp_connect(struct ibv_qp *qp, const struct vu_conn_cfg *c, const union ib
 	return ret;
 }
 
+struct ibv_qp *vu_qp_to_peer(struct vu_dev *d, struct ibv_cq *cq, const struct vu_conn_cfg *c,
+			     const union ibv_gid *peer_gid, uint32_t peer_qpn,
+			     const struct vu_buf *buf, uint32_t nrecv, uint32_t recv_len)
+{
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg def;
+	struct ibv_qp *qp;
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	q.max_recv_wr = nrecv;
+	if (!c) {
+		vu_conn_cfg_default(&def);
+		c = &def;
+	}
+	qp = vu_qp_create(d, cq, cq, &q);
+	if (!qp)
+		return NULL;
+	if (vu_qp_connect(qp, c, peer_gid, peer_qpn))
+		goto fail;
+	for (uint32_t i = 0; i < nrecv; i++)
+		if (vu_post_recv(qp, i, buf->mr, buf->p + (size_t)i * recv_len, recv_len))
+			goto fail;
+	return qp;
+fail:
+	ibv_destroy_qp(qp);
+	return NULL;
+}
+
 int vu_qp_state(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a;

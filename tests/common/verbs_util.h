@@ -72,6 +72,16 @@ int vu_qp_connect(struct ibv_qp *qp, const struct vu_conn_cfg *c, const union ib
 		  uint32_t dqpn);
 /* The state ibv_query_qp reports, or -1. */
 int vu_qp_state(struct ibv_qp *qp);
+/*
+ * An RC QP (vu_qp_cfg_default) on cq (send and receive) connected to a scripted peer at
+ * peer_gid, QPN peer_qpn (tests/common/rawpeer.h), by c (NULL: vu_conn_cfg_default), with nrecv
+ * receives of recv_len bytes posted from buf (the i-th: wr_id i, at buf->p + i * recv_len).
+ * NULL on a failure. For the tests whose raw peer sends to a real QP.
+ */
+struct vu_buf;
+struct ibv_qp *vu_qp_to_peer(struct vu_dev *d, struct ibv_cq *cq, const struct vu_conn_cfg *c,
+			     const union ibv_gid *peer_gid, uint32_t peer_qpn,
+			     const struct vu_buf *buf, uint32_t nrecv, uint32_t recv_len);
 /* An address vector for dgid (global, port 1, sgid index 0). */
 void vu_ah_attr(struct ibv_ah_attr *ah, const union ibv_gid *dgid);
 

@@ -36,7 +36,6 @@ int main(void)
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq, *ev_cq;
 	struct ibv_qp *qp;
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 	uint8_t hdr[64], msg[16], buf[WSIZE + 128];
 	struct sr_pkt pkt;
@@ -55,15 +54,10 @@ int main(void)
 	cq = ibv_create_cq(dev.ctx, 64, NULL, chan, 0);
 	REQUIRE(cq);
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	q.max_recv_wr = ROUNDS;
 	vu_conn_cfg_default(&c);
 	c.mtu = IBV_MTU_4096;
-	qp = vu_qp_create(&dev, cq, cq, &q);
+	qp = vu_qp_to_peer(&dev, cq, &c, &rp.gid, FAKE_QPN, &rbuf, ROUNDS, 64);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
-	for (int i = 0; i < ROUNDS; i++)
-		REQUIRE(vu_post_recv(qp, (uint64_t)i, rbuf.mr, rbuf.p + i * 64, 64) == 0);
 	acks0 = vu_stat("acks_sent");
 	memset(msg, 0x5a, sizeof(msg));
 	vu_fill(buf, WSIZE, 1);

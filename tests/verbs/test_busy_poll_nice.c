@@ -64,8 +64,6 @@ int main(void)
 {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct vu_qp_cfg q;
-	struct vu_conn_cfg c;
 	struct ibv_wc wc;
 	uint8_t buf[256];
 	struct sr_pkt pkt;
@@ -91,14 +89,8 @@ int main(void)
 	REQUIRE(rp_open(&rp, &dev.gid) == 0);
 	cq = ibv_create_cq(dev.ctx, 2 * SENDS, NULL, NULL, 0);
 	REQUIRE(cq);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	q.max_recv_wr = SENDS;
-	vu_conn_cfg_default(&c);
-	qp = vu_qp_create(&dev, cq, cq, &q);
+	qp = vu_qp_to_peer(&dev, cq, NULL, &rp.gid, FAKE_QPN, &rbuf, SENDS, 64);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
-	for (int i = 0; i < SENDS; i++)
-		REQUIRE(vu_post_recv(qp, (uint64_t)i, rbuf.mr, rbuf.p + i * 64, 64) == 0);
 
 	/* The progress thread raised itself when it started. */
 	for (int i = 0; i < 200 && !nic; i++) {

@@ -65,8 +65,6 @@ int main(void)
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq, *ev_cq;
 	struct ibv_qp *qp;
-	struct vu_qp_cfg q;
-	struct vu_conn_cfg c;
 	struct ibv_wc wc;
 	uint8_t buf[256];
 	struct sr_pkt pkt;
@@ -83,14 +81,8 @@ int main(void)
 	REQUIRE(chan);
 	cq = ibv_create_cq(dev.ctx, 16, NULL, chan, 0);
 	REQUIRE(cq);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	q.max_recv_wr = 2 * ROUNDS;
-	vu_conn_cfg_default(&c);
-	qp = vu_qp_create(&dev, cq, cq, &q);
+	qp = vu_qp_to_peer(&dev, cq, NULL, &rp.gid, FAKE_QPN, &rbuf, 2 * ROUNDS, 64);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
-	for (int i = 0; i < 2 * ROUNDS; i++)
-		REQUIRE(vu_post_recv(qp, (uint64_t)i, rbuf.mr, rbuf.p + i * 64, 64) == 0);
 
 	for (int r = 0; r < ROUNDS; r++) {
 		bool get_event = r == ROUNDS - 1;
