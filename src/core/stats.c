@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,12 +309,30 @@ static void stats_finish(struct sr_stats *s)
 		unlink(s->path);
 }
 
+static _Atomic bool stats_exit_done;
+
 static void stats_at_exit(void)
 {
 	pthread_mutex_lock(&stats_lock);
 	for (struct sr_stats *s = stats_open_list; s; s = s->next)
 		stats_finish(s);
 	pthread_mutex_unlock(&stats_lock);
+	atomic_store(&stats_exit_done, true);
+}
+
+/*
+ * Runs right after stats_at_exit (registered just before it). A program whose threads call
+ * exit() at once -- rping's event thread calls it on an UNREACHABLE or REJECTED event while
+ * its main thread returns from main -- runs the exit hooks in both: the thread that does not
+ * take stats_at_exit reaches _exit and ends the process (exit_group) while the other is in the
+ * middle of the dump, which left an empty stats_dump file (integration/test_cm_ibcm, about one
+ * run in two at a load of 18; strace showed the openat cut short by the other thread's
+ * exit_group). That thread takes this hook and waits for the dump, 5 s at most.
+ */
+static void stats_exit_wait(void)
+{
+	for (int i = 0; i < 5000 && !atomic_load(&stats_exit_done); i++)
+		usleep(1000);
 }
 
 /* A child forked while another thread held the lock would hang in the exit hook. */
@@ -323,6 +343,7 @@ static void stats_atfork_child(void)
 
 static void stats_hook_install(void)
 {
+	atexit(stats_exit_wait);	/* runs after the next one (exit hooks run in reverse) */
 	atexit(stats_at_exit);
 	pthread_atfork(NULL, NULL, stats_atfork_child);
 }
