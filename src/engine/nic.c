@@ -729,7 +729,13 @@ static void *nic_thread(void *arg)
 			int64_t left = due > now ? (int64_t)(due - now) : 0;
 			int64_t look = defer_ns;
 
-			if (app_polled_within(nic, now, (uint64_t)defer_ns))
+			/* With none pending, the next deferral is due ack_defer_us after it is
+			 * made, and the thread looks within SR_ACK_LOOK_POLLING times that of its
+			 * due: the same bound, without waking every ack_defer_us. An MPI rank
+			 * that yields between polls (mpi_yield_when_idle) seldom polled within
+			 * ack_defer_us, and its thread woke every 50 us, 10-20 thousand times a
+			 * second, for ACKs its answers had already taken along. */
+			if (!due || app_polled_within(nic, now, (uint64_t)defer_ns))
 				look *= SR_ACK_LOOK_POLLING;
 			if (left < look)
 				left = look;
