@@ -72,6 +72,28 @@ for pol in $POLICIES; do
 	sr_expect_ge "$pol: always_invalidate on: chunk keys renewed on path 1" 1 "${k1:-0}"
 done
 
+# --- rtrs_clt_poll: the waiting thread polls for its own answer (RTRS_REQ_POLL, as RNBD's
+# client); at depth 4 the polls mostly find others in flight (EBUSY) and the session's thread,
+# woken for them, answers: no request may wait for its tick
+if [ "$ONLY" != hostile ]; then
+	n=$((IOS / 5))
+	for d in 1 4; do
+		out=$SR_TMP/cli-poll$d.out
+		if timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P1 -p 127.0.0.1:$P2 -n $n -D $d \
+			-W 1000 -H 200 -s $RANDOM >"$out" 2>&1; then
+			sr_ok "poll, depth $d: client exit 0"
+		else
+			sr_fail "poll, depth $d: client exit $?"
+			sr_tail "$out"
+		fi
+		sr_expect_grep "poll, depth $d: $n IOs, none failed, every byte right" \
+			"^ios=$n completed=$n failed=0 mismatches=0" "$out"
+		polled=$(sed -n 's/.* polled=\([0-9]*\).*/\1/p' "$out")
+		echo "poll, depth $d: $(grep -o 'seconds=[0-9]*' "$out"), polls that saw their answer: ${polled:-?}"
+		[ $d = 1 ] && sr_expect_ge "poll, depth 1: polls saw their answer" 1 "${polled:-0}"
+	done
+fi
+
 # --- always_invalidate off: a second server, the same 10,000 IOs round-robin
 P4=$(sr_free_port) P5=$(sr_free_port)
 timeout 200 "$SR" run -- "$RT" server -l 127.0.0.1:$P4 -l 127.0.0.1:$P5 -i 0 -t 150 \

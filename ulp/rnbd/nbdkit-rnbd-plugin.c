@@ -38,7 +38,7 @@ static const char *device;
 static const char *local_dir;
 static unsigned access_mode = RNBD_ACCESS_RW;
 static const char *stats_file;
-static struct rnbd_rtrs_opts rtrs_opts;	/* stats_dir, heartbeats, reconnect delay */
+static struct rnbd_rtrs_opts rtrs_opts = { .wait_poll_us = -1 };	/* stats_dir, heartbeats, ... */
 static pthread_t stats_thread;
 static bool stats_running;
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -68,6 +68,12 @@ static int rnbd_config(const char *key, const char *value)
 		rtrs_opts.reconnect_delay_ms = atoi(value);
 	} else if (!strcmp(key, "fail_timeout_ms")) {
 		rtrs_opts.fail_timeout_ms = atoi(value);
+	} else if (!strcmp(key, "wait_poll_us")) {
+		rtrs_opts.wait_poll_us = atoi(value);
+		if (rtrs_opts.wait_poll_us < 0 || rtrs_opts.wait_poll_us > 1000000) {
+			nbdkit_error("wait_poll_us=%s: 0..1000000", value);
+			return -1;
+		}
 	} else if (!strcmp(key, "stats")) {
 		stats_file = value;
 	} else if (!strcmp(key, "local")) {
@@ -123,7 +129,9 @@ static int rnbd_config_complete(void)
 	"stats=FILE               the counters, rewritten every second while nbdkit runs\n" \
 	"rtrs_stats_dir=DIR       where RTRS writes its per-path counters\n" \
 	"hb_interval_ms=N hb_missed=N reconnect_delay_ms=N   RTRS heartbeats and reconnects\n" \
-	"fail_timeout_ms=N        a request no path takes fails after N ms (RTRS: 30000)"
+	"fail_timeout_ms=N        a request no path takes fails after N ms (RTRS: 30000)\n" \
+	"wait_poll_us=N           a request alone in flight: its thread polls for the answer\n" \
+	"                         up to N us before it sleeps (default 1000; 0: never)"
 
 /* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
 static void stats_write(void)

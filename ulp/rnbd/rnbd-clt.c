@@ -25,6 +25,8 @@ static void waiter_init(struct waiter *w)
 	w->err = 0;
 }
 
+static int waiter_wait(struct waiter *w);
+
 static void waiter_done(void *priv, int err)
 {
 	struct waiter *w = priv;
@@ -35,6 +37,26 @@ static void waiter_done(void *priv, int err)
 	if (--w->pending == 0)
 		pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->lock);
+}
+
+static int waiter_done_p(void *arg)
+{
+	struct waiter *w = arg;
+	unsigned n;
+
+	pthread_mutex_lock(&w->lock);
+	n = w->pending;
+	pthread_mutex_unlock(&w->lock);
+	return n == 0;
+}
+
+/* The transport's poll first (the answer taken by this thread, no wake-up), then the
+ * condition variable. */
+static int waiter_wait_on(struct rnbd_clt *c, struct waiter *w)
+{
+	if (c && c->ops->poll)
+		c->ops->poll(c->ctx, waiter_done_p, w);
+	return waiter_wait(w);
 }
 
 static int waiter_wait(struct waiter *w)
@@ -71,7 +93,7 @@ int rnbd_clt_raw(struct rnbd_clt *c, int dir, const void *usr, size_t usrlen, vo
 
 	waiter_init(&w);
 	send_one(c, &w, dir, usr, usrlen, data, datalen);
-	return waiter_wait(&w);
+	return waiter_wait_on(c, &w);
 }
 
 int rnbd_clt_new(const struct rnbd_xport_ops *ops, void *ctx, struct rnbd_clt **out)
@@ -348,7 +370,7 @@ static int io_once(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, 
 		rnbd_enc_io(&m, id, 0, rw, 0, 0);
 		waiter_init(&w);
 		send_one(c, &w, RNBD_DIR_WRITE, &m, sizeof(m), NULL, 0);
-		return waiter_wait(&w);
+		return waiter_wait_on(c, &w);
 	}
 	if (len == 0)
 		return 0;
@@ -370,7 +392,7 @@ static int io_once(struct rnbd_clt *c, uint32_t rw, uint64_t off, uint64_t len, 
 		send_one(c, &w, op == RNBD_OP_READ ? RNBD_DIR_READ : RNBD_DIR_WRITE, &msgs[i],
 			 sizeof(msgs[i]), data ? p + (size_t)i * piece : NULL, data ? l : 0);
 	}
-	int rc = waiter_wait(&w);
+	int rc = waiter_wait_on(c, &w);
 	free(msgs);
 	return rc;
 }

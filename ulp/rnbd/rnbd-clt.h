@@ -36,6 +36,12 @@ struct rnbd_xport_ops {
 	void (*set_link_cb)(void *ctx, void (*fn)(void *arg, int ev), void *arg);
 	/* Optional: the transport's per-path counters, one "path ..." line each. */
 	void (*stats)(void *ctx, FILE *f);
+	/*
+	 * Optional: waits for done(arg) by polling the transport in the calling thread for a
+	 * while (rtrs_clt_poll): 0 when done, else nonzero and the caller waits for its
+	 * callbacks as usual. done must not block.
+	 */
+	int (*poll)(void *ctx, int (*done)(void *arg), void *arg);
 };
 
 enum { RNBD_LINK_DOWN = 0, RNBD_LINK_UP = 1 };
@@ -125,7 +131,10 @@ struct rnbd_rtrs_opts {
 	const char *stats_dir;		/* RTRS's per-path counters; NULL: none */
 	unsigned hb_interval_ms, hb_missed_max, reconnect_delay_ms;	/* 0: RTRS's defaults */
 	unsigned fail_timeout_ms;	/* 0: RTRS's default */
+	int wait_poll_us;		/* a waiting thread polls for its answer this long
+					 * (rtrs_clt_poll): -1 default, 0 never */
 };
+#define RNBD_WAIT_POLL_US_DEFAULT 1000
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		  const struct rnbd_rtrs_opts *ro, const struct rnbd_xport_ops **ops, void **ctx);
 

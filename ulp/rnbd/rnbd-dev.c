@@ -351,6 +351,7 @@ static void *cq_thread(void *arg)
 {
 	struct rnbd_store *st = arg;
 
+	pthread_setname_np(pthread_self(), "rnbd-cq");
 	for (;;) {
 		pthread_mutex_lock(&st->idle_lock);
 		while (!atomic_load(&st->outstanding) && !st->stopping) {

@@ -19,6 +19,7 @@ struct rx {
 	pthread_mutex_t lock;		/* the link callback */
 	void (*link_fn)(void *arg, int ev);
 	void *link_arg;
+	unsigned poll_us;		/* rtrs_clt_poll's budget; 0: the event thread answers */
 };
 
 /* RTRS's session events (its event thread) to the client's callback. */
@@ -78,8 +79,18 @@ static int rx_request(void *ctx, int dir, const void *usr, size_t usrlen, void *
 
 	/* done takes 0 or an errno of either sign (rnbd-clt's waiter), as rtrs_conf_fn gives */
 	rc = rtrs_clt_request(x->clt, dir == RNBD_DIR_READ ? RTRS_READ : RTRS_WRITE, done, priv,
-			      usr, usrlen, datalen ? &iov : NULL, datalen ? 1 : 0, 0);
+			      usr, usrlen, datalen ? &iov : NULL, datalen ? 1 : 0,
+			      x->poll_us ? RTRS_REQ_POLL : 0);
 	return rc ? -rc : 0;
+}
+
+/* rnbd-clt waits for every request it sends (waiter_wait_on): with RTRS_REQ_POLL the thread
+ * that waits takes the answer itself, when its request is alone in flight. */
+static int rx_poll(void *ctx, int (*done)(void *arg), void *arg)
+{
+	struct rx *x = ctx;
+
+	return x->poll_us ? rtrs_clt_poll(x->clt, done, arg, x->poll_us) : EBUSY;
 }
 
 static uint32_t rx_max_io(void *ctx)
@@ -104,6 +115,7 @@ static const struct rnbd_xport_ops rx_ops = {
 	.close = rx_close,
 	.set_link_cb = rx_set_link_cb,
 	.stats = rx_stats,
+	.poll = rx_poll,
 };
 
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
@@ -131,6 +143,7 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		goto free_src;
 	}
 	pthread_mutex_init(&x->lock, NULL);
+	x->poll_us = ro->wait_poll_us < 0 ? RNBD_WAIT_POLL_US_DEFAULT : (unsigned)ro->wait_poll_us;
 	rtrs_clt_opts_init(&o);
 	o.stats_dir = ro->stats_dir;
 	o.link_ev = rx_link_ev;

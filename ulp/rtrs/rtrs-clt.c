@@ -122,6 +122,13 @@ struct rtrs_clt {
 	/* threads other than the event thread waiting for mu (clt_lock), or for a permit while
 	 * one is free: the polling event thread steps aside for them */
 	volatile int lock_waiters, permit_waiters;
+	/* rtrs_clt_poll: a thread that waits for its own request polls the CQs itself (at most
+	 * one at a time); meanwhile, and while nothing is in flight, the event thread sleeps with
+	 * the IO connections' CQs unarmed (ev_unarmed), so that no completion wakes it */
+	int app_pollers;
+	int ev_unarmed;
+	int poll_mode;	/* the last request was submitted with RTRS_REQ_POLL */
+	uint64_t app_polls, app_poll_done, app_poll_busy, app_poll_kicks;
 };
 
 /* The lock, from the API (not the event thread): counted, so that the event thread, which
@@ -953,13 +960,44 @@ static int poll_all(struct rtrs_clt *c)
 	return got;
 }
 
-/* Under c->mu: asks for an event at the next completion of every CQ (before a sleep). */
-static void arm_all(struct rtrs_clt *c)
+/* Under c->mu: asks for an event at the next completion of every CQ (before a sleep); with io 0
+ * only of the service connections' (heartbeats, INFO_RSP). */
+static void arm_all(struct rtrs_clt *c, int io)
 {
 	for (int i = 0; i < CLT_MAX_PATHS; i++)
-		for (unsigned int k = 0; k < CLT_MAX_CONS; k++)
+		for (unsigned int k = 0; k < (io ? CLT_MAX_CONS : 1u); k++)
 			if (c->paths[i].used && c->paths[i].cons[k].cq)
 				ibv_req_notify_cq(c->paths[i].cons[k].cq, 0);
+}
+
+/* Under c->mu: whether a completion of an IO connection must wake the event thread: no thread
+ * polls for it (rtrs_clt_poll), and a request is in flight or the next one may come without
+ * RTRS_REQ_POLL (the last one did). Otherwise nothing on those CQs needs the thread before its
+ * next look: a poller takes what comes, a request with RTRS_REQ_POLL is polled for (or its
+ * poll wakes the thread), and a completion of nothing in flight (a late send completion)
+ * waits for the next poll. */
+static int io_arm_needed(const struct rtrs_clt *c)
+{
+	return !c->app_pollers && (!c->poll_mode || (c->reqs && c->nfree < c->qd));
+}
+
+/* Under c->mu: the event thread sleeps with the IO CQs unarmed and a request may now complete
+ * with no poller: wakes it (it arms them). Returns whether it must be woken (after the unlock). */
+static int ev_kick_needed(struct rtrs_clt *c)
+{
+	if (!c->ev_unarmed || !io_arm_needed(c))
+		return 0;
+	c->ev_unarmed = 0;	/* one kick is enough */
+	c->app_poll_kicks++;
+	return 1;
+}
+
+static void ev_kick(struct rtrs_clt *c)
+{
+	uint64_t one = 1;
+	if (write(c->efd, &one, sizeof(one)) < 0) {
+		/* the eventfd is full: the thread is being woken anyway */
+	}
 }
 
 /*
@@ -976,6 +1014,7 @@ static void *clt_thread(void *arg)
 	uint64_t last_stats = 0;
 	struct rtrs_loop lp;
 
+	pthread_setname_np(pthread_self(), "rtrs-clt");	/* perf, top -H */
 	rtrs_loop_init(&lp, c->o.poll_us);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
@@ -985,7 +1024,9 @@ static void *clt_thread(void *arg)
 			if (!spin) {
 				/* arm, then look once more: what completed before the arm
 				 * made no event */
-				arm_all(c);
+				int io = io_arm_needed(c);
+				arm_all(c, io);
+				c->ev_unarmed = !io;
 				if (poll_all(c)) {
 					rtrs_loop_busy(&lp, 1);
 				} else if (!c->done_head) {
@@ -996,6 +1037,7 @@ static void *clt_thread(void *arg)
 			if (rtrs_loop_wait(&lp, &c->mu, c->ech->fd, c->efd, c->cch, c->ncch, timeout,
 					   NULL))
 				handle_cm(c);
+			c->ev_unarmed = 0;
 			uint64_t now = lp.last_fds;
 			timers(c, now);
 			if (c->stats_dir[0] && now - last_stats > 1000000000ull) {
@@ -1141,6 +1183,11 @@ void rtrs_clt_close(struct rtrs_clt *c)
 	pthread_join(c->thr, NULL);
 	clt_lock(c);
 	c->closing = 1;
+	if (getenv("RTRS_DEBUG"))
+		fprintf(stderr, "rtrs-clt: %s: rtrs_clt_poll calls %llu, answered %llu, busy %llu, "
+			"event thread kicks %llu\n", c->name, (unsigned long long)c->app_polls,
+			(unsigned long long)c->app_poll_done, (unsigned long long)c->app_poll_busy,
+			(unsigned long long)c->app_poll_kicks);
 	for (uint32_t i = 0; c->reqs && i < c->qd; i++)
 		if (c->reqs[i].state != REQ_FREE)
 			req_done(c, &c->reqs[i], ECONNABORTED);
@@ -1266,14 +1313,69 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 	struct clt_path *p = fp ? fp : pick_path(c, NULL);
 	if (p && req_post(c, r, p, NULL))
 		p = NULL;
-	/* no path now: the event thread places it or fails it after fail_timeout_ms */
+	/* no path now: the event thread places it or fails it after fail_timeout_ms; a request
+	 * whose caller does not poll for it needs the event thread's CQs armed */
+	c->poll_mode = !!(flags & RTRS_REQ_POLL);
+	int kick = !p || (!c->poll_mode && ev_kick_needed(c));
 	pthread_mutex_unlock(&c->mu);
-	if (!p) {
-		uint64_t one = 1;
-		if (write(c->efd, &one, sizeof(one)) < 0) {
+	if (kick)
+		ev_kick(c);
+	return 0;
+}
+
+int rtrs_clt_poll(struct rtrs_clt *c, int (*done)(void *arg), void *arg, unsigned int budget_us)
+{
+	if (!c || !done)
+		return EINVAL;
+	if (done(arg))
+		return 0;
+	/* Without the lock (which makes a polling event thread step aside): the event thread
+	 * has its CQs armed, or polls, and others are in flight or polled for. ev_unarmed as
+	 * of this thread's submission is seen (it took the lock since); set later, it was set
+	 * beside a poller, whose end kicks the thread if need be. */
+	if (!__atomic_load_n(&c->ev_unarmed, __ATOMIC_ACQUIRE) &&
+	    (!budget_us || __atomic_load_n(&c->app_pollers, __ATOMIC_RELAXED) ||
+	     c->qd - __atomic_load_n(&c->nfree, __ATOMIC_RELAXED) > 1))
+		return EBUSY;
+	clt_lock(c);
+	c->app_polls++;
+	/* one poller at a time, and only for a request alone in flight: with more, the event
+	 * thread (which polls while completions come) serves them all without a hand-off */
+	if (!budget_us || c->app_pollers || c->stop || c->closing || !c->reqs ||
+	    c->qd - c->nfree > 1) {
+		int kick = ev_kick_needed(c);
+		c->app_poll_busy++;
+		pthread_mutex_unlock(&c->mu);
+		if (kick)
+			ev_kick(c);
+		return EBUSY;
+	}
+	c->app_pollers++;
+	uint64_t end = rtrs_now_ns() + (uint64_t)budget_us * 1000;
+	int rc = ETIMEDOUT;
+	for (;;) {
+		poll_all(c);
+		run_done(c);	/* drops the lock around each callback */
+		if (done(arg)) {
+			rc = 0;
+			break;
+		}
+		if (c->stop || c->closing || rtrs_now_ns() >= end)
+			break;
+		if (c->lock_waiters) {	/* a submitter, or the event thread's API neighbours */
+			pthread_mutex_unlock(&c->mu);
+			rtrs_yield_while(&c->lock_waiters, 100000);
+			pthread_mutex_lock(&c->mu);
 		}
 	}
-	return 0;
+	c->app_pollers--;
+	if (!rc)
+		c->app_poll_done++;
+	int kick = ev_kick_needed(c);
+	pthread_mutex_unlock(&c->mu);
+	if (kick)
+		ev_kick(c);
+	return rc;
 }
 
 int rtrs_clt_add_path(struct rtrs_clt *c, const struct rtrs_path_addr *a)

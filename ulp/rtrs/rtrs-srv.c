@@ -358,16 +358,18 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 	p->st.inflight--;
 	int perr = 0;
 	if (p->mw) {
-		/* always_invalidate: the data WRITEs go first; then the chunk's window
-		 * (unbound when the IO came) is bound again, with the next key, which the answer
-		 * carries: SEND with immediate of RKEY_RSP (one QP: executed in this order) */
+		/* always_invalidate: the chunk's window (unbound when the IO came) is bound again,
+		 * with the next key, which the answer carries: SEND with immediate of RKEY_RSP,
+		 * after the data WRITEs and the SEND with invalidate, all in one post. The bind
+		 * comes first (ibv_bind_mw: a type 1 window cannot be bound in a chain; it is
+		 * local, the packets are the same and in the same order): posted after WRITEs
+		 * still waiting for their ACK, the SEND would wait for that ACK in the send queue
+		 * (softrdma's post_batch), a round trip and two thread wake-ups more per READ at
+		 * queue depth 1 (docs/rnbd.md, "Performance"). The client learns the new key from
+		 * that SEND only; a client that guessed it could change only its own READ's data
+		 * before it leaves (the request was read and checked under the old, dead key). */
 		struct ibv_send_wr *bad;
-		for (unsigned int i = 0; i + 1 < nw; i++)
-			wrs[i].next = &wrs[i + 1];
-		if (nw)
-			perr = ibv_post_send(op->con->qp, &wrs[0], &bad);
-		if (!perr)
-			perr = bind_chunk(p, op->con, op->id, 4, 0, s->chunk);
+		perr = bind_chunk(p, op->con, op->id, 4, 0, s->chunk);
 		if (!perr) {
 			p->st.rkey_renewals++;
 			struct rtrs_msg_rkey_rsp *m = &p->rk[op->id];
@@ -375,11 +377,13 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 			m->buf_id = (uint16_t)op->id;
 			m->rkey = p->mkey[op->id];
 			sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
-			struct ibv_send_wr w = { .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
-						 .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
-						 .send_flags = rtrs_signal(&op->con->wr_cnt),
-						 .imm_data = htobe32(imm) };
-			perr = ibv_post_send(op->con->qp, &w, &bad);
+			wrs[nw] = (struct ibv_send_wr){ .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
+							.num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+							.send_flags = rtrs_signal(&op->con->wr_cnt),
+							.imm_data = htobe32(imm) };
+			for (unsigned int i = 0; i < nw; i++)
+				wrs[i].next = &wrs[i + 1];
+			perr = ibv_post_send(op->con->qp, &wrs[0], &bad);
 		}
 	} else {
 		if (nw) {
@@ -928,6 +932,7 @@ static void *srv_thread(void *arg)
 	uint64_t last_stats = 0;
 	struct rtrs_loop lp;
 
+	pthread_setname_np(pthread_self(), "rtrs-srv");	/* perf, top -H */
 	rtrs_loop_init(&lp, c->o.poll_us);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {

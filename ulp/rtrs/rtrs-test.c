@@ -13,6 +13,8 @@
  *   rtrs-test oldkey -p DST -p DST  a request's old chunk key is dead after its response
  *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
+ *                    [-W US: requests with RTRS_REQ_POLL, waited for by rtrs_clt_poll for up
+ *                    to US first; prints poll_calls= and polled= (the polls that saw it done)]
  * -T SECS: keep issuing until SECS have passed as well. The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
  * Exit 0: every request succeeded and every byte matched (-x: failures allowed, counted).
  */
@@ -186,6 +188,31 @@ static pthread_cond_t ccv = PTHREAD_COND_INITIALIZER;
 static char *mirror;
 static long fails, mismatches, completed, ok_after_fail, unchecked;
 static int inflight;
+static int wait_depth;	/* client -W: rtrs_clt_poll's predicate, inflight below this */
+static long polled, poll_calls;
+
+static int below_depth(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cmu);
+	int r = inflight < wait_depth;
+	pthread_mutex_unlock(&cmu);
+	return r;
+}
+
+/* client -W US: wait for inflight < depth by polling first (rtrs_clt_poll), then as usual. */
+static void wait_below(struct rtrs_clt *clt, int depth, unsigned int poll_us)
+{
+	if (poll_us) {
+		wait_depth = depth;
+		poll_calls++;
+		if (!rtrs_clt_poll(clt, below_depth, NULL, poll_us))
+			polled++;
+	}
+	pthread_mutex_lock(&cmu);
+	while (inflight >= depth)
+		pthread_cond_wait(&ccv, &cmu);
+}
 
 static void conf(void *priv, int err)
 {
@@ -244,11 +271,11 @@ static int client(int argc, char **argv)
 	struct rtrs_clt_opts o;
 	long nios = 10000;
 	int depth = 32, opt, allow_fail = 0, min_secs = 0;
-	unsigned int seed = 1;
+	unsigned int seed = 1, poll_us = 0;
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -265,6 +292,7 @@ static int client(int argc, char **argv)
 		case 'd': mb = (size_t)atoi(optarg); break;
 		case 'x': allow_fail = 1; break;
 		case 'T': min_secs = atoi(optarg); break;
+		case 'W': poll_us = (unsigned int)atoi(optarg); break;
 		default: return 2;
 		}
 	}
@@ -291,9 +319,7 @@ static int client(int argc, char **argv)
 	time_t t0 = time(NULL);
 	long k;
 	for (k = 0; k < nios || time(NULL) - t0 < min_secs; k++) {
-		pthread_mutex_lock(&cmu);
-		while (inflight >= depth)
-			pthread_cond_wait(&ccv, &cmu);
+		wait_below(clt, depth, poll_us);
 		size_t s;
 		do
 			s = (size_t)rand() % nslots;
@@ -314,7 +340,8 @@ static int client(int argc, char **argv)
 		else
 			memset(io->buf, 0xee, len);
 		struct iovec iov[2] = { { io->buf, len / 2 }, { io->buf + len / 2, len - len / 2 } };
-		int r = rtrs_clt_request(clt, io->dir, conf, io, &io->h, sizeof(io->h), iov, 2, 0);
+		int r = rtrs_clt_request(clt, io->dir, conf, io, &io->h, sizeof(io->h), iov, 2,
+					 poll_us ? RTRS_REQ_POLL : 0);
 		if (r) {
 			fprintf(stderr, "rtrs_clt_request: %s\n", strerror(r));
 			pthread_mutex_lock(&cmu);
@@ -324,9 +351,7 @@ static int client(int argc, char **argv)
 			pthread_mutex_unlock(&cmu);
 		}
 	}
-	pthread_mutex_lock(&cmu);
-	while (inflight)
-		pthread_cond_wait(&ccv, &cmu);
+	wait_below(clt, 1, poll_us);
 	pthread_mutex_unlock(&cmu);
 	struct rtrs_path_stats st[16];
 	int npaths = rtrs_clt_path_stats(clt, st, 16);
@@ -338,8 +363,8 @@ static int client(int argc, char **argv)
 		       st[i].hb_rtt_us, (unsigned long long)st[i].errors,
 		       (unsigned long long)st[i].rkey_renewals);
 	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld ok_after_fail=%ld "
-	       "unchecked=%ld\n", k, completed, fails, mismatches, (long)(time(NULL) - t0),
-	       ok_after_fail, unchecked);
+	       "unchecked=%ld poll_calls=%ld polled=%ld\n", k, completed, fails, mismatches,
+	       (long)(time(NULL) - t0), ok_after_fail, unchecked, poll_calls, polled);
 	fflush(stdout);
 	rtrs_clt_close(clt);
 	if (mismatches || (fails && !allow_fail))

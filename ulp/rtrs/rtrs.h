@@ -149,6 +149,8 @@ typedef void (*rtrs_conf_fn)(void *priv, int errno_);
 
 /* Flags of rtrs_clt_request. */
 #define RTRS_REQ_NOWAIT 1u	/* no free permit: return EAGAIN instead of waiting for one */
+#define RTRS_REQ_POLL 2u	/* the caller waits for conf with rtrs_clt_poll (below): the
+				 * session's thread is not woken for this request */
 
 /*
  * Submits one request: the user header usr[0..usr_len) (at most max_hdr_size) is carried to
@@ -161,6 +163,19 @@ typedef void (*rtrs_conf_fn)(void *priv, int errno_);
 int rtrs_clt_request(struct rtrs_clt *clt, enum rtrs_dir dir, rtrs_conf_fn conf, void *priv,
 		     const void *usr, size_t usr_len, const struct iovec *sg, unsigned int sg_cnt,
 		     unsigned int flags);
+
+/*
+ * Waits for a request by polling the session's CQs in the calling thread, until done(arg) is
+ * nonzero (0) or budget_us have passed (ETIMEDOUT); the completions it takes are called back as
+ * the session's thread would (any request's conf, from this thread). No thread hand-off: at
+ * queue depth 1 the answer is taken by the thread that waits for it (with softrdma the poll
+ * receives the packets itself). EBUSY at once, having done nothing, when another thread
+ * polls, more than one request is in flight (the session's thread serves those), or
+ * budget_us is 0. After EBUSY or ETIMEDOUT the caller waits as without this call: the
+ * session's thread then takes the completions. done is called with no lock held, or under
+ * the session's lock: it must not call into RTRS.
+ */
+int rtrs_clt_poll(struct rtrs_clt *clt, int (*done)(void *arg), void *arg, unsigned int budget_us);
 
 /* Adds a path (connects in the background); EEXIST if it is there, EINVAL for a bad address. */
 int rtrs_clt_add_path(struct rtrs_clt *clt, const struct rtrs_path_addr *path);
