@@ -13,6 +13,7 @@
 #   sr_stat2 NAME COUNTER     a counter summed over both sides of a pair (live if killed)
 #   sr_show_stats NAME        both sides' counters, one line each
 #   sr_free_port              a port no TCP or UDP socket uses
+#   sr_rping_echoes, sr_wait_echoes, sr_wait_gone, SR_RPING_ERR   rping runs with a side killed
 #   sr_netns_pair TAG, sr_netns_two_pairs TAG   two namespaces joined by one / two veth pairs
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
 #   sr_skip MSG, need_root, need_cmd   exit 77 (CTest SKIP_RETURN_CODE) with a message
@@ -270,6 +271,36 @@ sr_wait_listen() {
 		sleep 0.05
 	done
 	return 1
+}
+
+# rping -v -V: the echoes it printed so far, and waiting for them (the tests that kill one side
+# of an rping mid-run: integration/test_cm_guard, interop/rxe_vm).
+#   sr_rping_echoes FILE    the number of echoes in FILE
+#   sr_wait_echoes FILE N PID [DONE]   until FILE shows N echoes, or PID ended, or the file
+#                           DONE exists (a guest's job that ended), 60 s at most
+#   sr_wait_gone PID T0 SECONDS   while PID runs, until SECONDS (a fraction) after T0 (date
+#                           +%s.%N): the survivor of a kill, given its bound
+#   SR_RPING_ERR            rping's messages when its connection ends under it (it exits 0
+#                           all the same)
+SR_RPING_ERR='(client|server) DISCONNECT EVENT|wait for RDMA_[A-Z_]+ state [0-9]+|cq completion failed.*|[^:]*(error|failed).*'
+sr_rping_echoes() {
+	local n
+	n=$(grep -c '^ping data: rdma-ping-' "$1" 2>/dev/null)
+	echo "${n:-0}"
+}
+sr_wait_echoes() {
+	local file=$1 n=$2 pid=$3 done=${4:-} t0=$SECONDS
+	while [ "$(sr_rping_echoes "$file")" -lt "$n" ] && [ $((SECONDS - t0)) -lt 60 ] &&
+		kill -0 "$pid" 2>/dev/null && { [ -z "$done" ] || [ ! -e "$done" ]; }; do
+		sleep 0.05
+	done
+}
+sr_wait_gone() {
+	local pid=$1 t0=$2 secs=$3
+	while kill -0 "$pid" 2>/dev/null &&
+		[ "$(awk -v a="$t0" -v b="$(date +%s.%N)" -v k="$secs" 'BEGIN { print (b - a < k) }')" = 1 ]; do
+		sleep 0.05
+	done
 }
 
 # sr_wait_pid PID SECONDS: until PID (a child of this shell) ends, then reaps it and returns

@@ -31,17 +31,10 @@ export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SOFTRDMA_CM_WIRE=ibcm
 BOUND=20
 AFTER=5
-# rping's messages when its connection ends under it (it exits 0 all the same)
-RPING_ERR='(client|server) DISCONNECT EVENT|wait for RDMA_[A-Z_]+ state [0-9]+|cq completion failed.*|[^:]*(error|failed).*'
 
 sr_netns_pair cmg || sr_fail "could not set up the namespaces and the veth pair"
 [ "$SR_FAILURES" = 0 ] || sr_finish
 SRV_IP=$SR_NET.1
-echoes() {
-	local n
-	n=$(grep -c '^ping data: rdma-ping-' "$1" 2>/dev/null)
-	echo "${n:-0}"
-}
 
 # ns_quiet: until no process is left in the server's namespace (the guardian of the case
 # before has sent its DREQs, for 1 s, and left; its DREQs would land in the next case's
@@ -88,21 +81,14 @@ run() {
 		sr_wait_pid "$spid" 20
 		sr_expect_eq "$name: server exit status" 0 "$?"
 		sr_expect_eq "$name: client exit status" 0 "$rc"
-		sr_expect_eq "$name: echoes" 10 "$(echoes "$SR_TMP/$name.cli.out")"
+		sr_expect_eq "$name: echoes" 10 "$(sr_rping_echoes "$SR_TMP/$name.cli.out")"
 	else
-		t0=$SECONDS
-		while [ "$(echoes "$SR_TMP/$name.cli.out")" -lt "$AFTER" ] &&
-			[ $((SECONDS - t0)) -lt 60 ] && kill -0 "$cpid" 2>/dev/null; do
-			sleep 0.05
-		done
-		pings=$(echoes "$SR_TMP/$name.cli.out")
+		sr_wait_echoes "$SR_TMP/$name.cli.out" "$AFTER" "$cpid"
+		pings=$(sr_rping_echoes "$SR_TMP/$name.cli.out")
 		kill -"$sig" "$spid"
 		tk=$(date +%s.%N)
 		sr_wait_pid "$spid" 10 >/dev/null
-		while kill -0 "$cpid" 2>/dev/null &&
-			[ "$(awk -v a="$tk" -v b="$(date +%s.%N)" -v k="$bound" 'BEGIN { print (b - a < k) }')" = 1 ]; do
-			sleep 0.05
-		done
+		sr_wait_gone "$cpid" "$tk" "$bound"
 		secs=$(sr_elapsed "$tk")
 		if kill -0 "$cpid" 2>/dev/null; then
 			sr_fail "$name: the client still runs $secs s after the server's SIG$sig (after $pings echoes)"
@@ -113,7 +99,7 @@ run() {
 			rc=$?
 			# rping reports the end of its connection ("wait for RDMA_WRITE_ADV state 10",
 			# 10 being its ERROR state) and still exits 0: the message is the error
-			err=$(grep -m1 -oE "$RPING_ERR" "$SR_TMP/$name.cli.out")
+			err=$(grep -m1 -oE "$SR_RPING_ERR" "$SR_TMP/$name.cli.out")
 			if [ "$pings" -ge "$AFTER" ] && [ "$rc" != 137 ] && { [ "$rc" != 0 ] || [ -n "$err" ]; }; then
 				sr_ok "$name: server SIG$sig after $pings echoes; the client ended (exit $rc) $secs s later: $err"
 			else

@@ -272,15 +272,7 @@ done <"$HERE/cases"
 # runs softrdma's server without its guardian (the control: rping_kill.sr-server must fail).
 KILL_BOUND=${RXEVM_KILL_BOUND:-20}
 KILL_AFTER=5
-# rping's messages when its connection ends under it (it exits 0 all the same)
-RPING_ERR='(client|server) DISCONNECT EVENT|wait for RDMA_[A-Z_]+ state [0-9]+|cq completion failed.*|[^:]*(error|failed).*'
 KT=$((KILL_BOUND + 40))	# the survivor's own timeout: a hang ends as 124, a failure
-# echoes FILE: the number of echoes rping -v printed so far
-echoes() {
-	local n
-	n=$(grep -c '^ping data: rdma-ping-' "$1" 2>/dev/null)
-	echo "${n:-0}"
-}
 # judge ID RC SECS PINGS OUT: the survivor's end
 kill_judge() {
 	local id=$1 rc=$2 secs=$3 pings=$4 out=$5
@@ -292,7 +284,7 @@ kill_judge() {
 	# rping reports the end of its connection ("wait for RDMA_WRITE_ADV state 10", 10 being
 	# its ERROR state) and still exits 0: that message, or a non-zero status, is the error
 	local err
-	err=$(grep -m1 -oE "$RPING_ERR" "$out")
+	err=$(grep -m1 -oE "$SR_RPING_ERR" "$out")
 	[ "$rc" = 0 ] && [ -n "$err" ] && rc="0 with an error message"
 	case $rc in
 	none) sr_fail "$id: the survivor still runs $secs s after its peer was killed (a hang)" ;;
@@ -326,12 +318,8 @@ elif [ "${RXEVM_KILL:-1}" != 0 ]; then
 	sleep 2
 	guest_job "timeout $KT rping -c -a $HOST_IP -p $port -v -V -C 1000000"
 	gout=$SHARE/$JID.out
-	t0=$SECONDS
-	while [ "$(echoes "$gout")" -lt "$KILL_AFTER" ] && [ ! -e "$SHARE/$JID.rc" ] &&
-		[ $((SECONDS - t0)) -lt 60 ] && kill -0 "$hpid" 2>/dev/null; do
-		sleep 0.1
-	done
-	pings=$(echoes "$gout")
+	sr_wait_echoes "$gout" "$KILL_AFTER" "$hpid" "$SHARE/$JID.rc"
+	pings=$(sr_rping_echoes "$gout")
 	kill -KILL "$hpid" 2>/dev/null
 	tk=$(date +%s.%N)
 	rc=none
@@ -375,19 +363,12 @@ echo \"rping -s: exit \$? (killed)\""
 			"$SR" run -- rping -c -a "$GUEST_IP" -p "$port" -v -V -C 1000000 >"$SR_TMP/$id.cli.out" 2>&1 &
 		cpid=$!
 		SR_BG+=("$cpid")
-		t0=$SECONDS
-		while [ "$(echoes "$SR_TMP/$id.cli.out")" -lt "$KILL_AFTER" ] &&
-			[ $((SECONDS - t0)) -lt 60 ] && kill -0 "$cpid" 2>/dev/null; do
-			sleep 0.1
-		done
-		pings=$(echoes "$SR_TMP/$id.cli.out")
+		sr_wait_echoes "$SR_TMP/$id.cli.out" "$KILL_AFTER" "$cpid"
+		pings=$(sr_rping_echoes "$SR_TMP/$id.cli.out")
 		touch "$SHARE/$JID.kill"
 		tk=$(date +%s.%N)
 		rc=none
-		while kill -0 "$cpid" 2>/dev/null &&
-			[ "$(awk -v a="$tk" -v b="$(date +%s.%N)" -v k="$KT" 'BEGIN { print (b - a < k) }')" = 1 ]; do
-			sleep 0.05
-		done
+		sr_wait_gone "$cpid" "$tk" "$KT"
 		secs=$(sr_elapsed "$tk")
 		if kill -0 "$cpid" 2>/dev/null; then
 			kill -KILL "$cpid" 2>/dev/null
