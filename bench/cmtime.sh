@@ -69,7 +69,7 @@ fi
 
 # one SCENARIO MODE REP: one cmtime pair; appends connect/s and disconnect/s (or NA) to the TSV
 one() {
-	local scen=$1 mode=$2 rep=$3 port spid srv_ip ns_s='' ns_c='' dev_s='' dev_c='' t0 out
+	local scen=$1 mode=$2 rep=$3 port spid srv_ip ns_s='' ns_c='' dev_s='' dev_c='' out
 	if [ "$scen" = netns ]; then
 		ns_s=$SR_NSA ns_c=$SR_NSB dev_s=$SR_VA dev_c=$SR_VB srv_ip=$SR_NET.1
 	else
@@ -77,15 +77,10 @@ one() {
 	fi
 	port=$(sr_free_port "$ns_s") || return
 	out=$SR_TMP/$scen.$mode.$rep
-	timeout -k 5 "$TO" ${ns_s:+ip netns exec "$ns_s"} env ${dev_s:+SOFTRDMA_NETDEV=$dev_s} \
-		SOFTRDMA_CM_WIRE="$mode" cmtime -b "$srv_ip" -p "$port" >"$out.srv" 2>&1 &
-	spid=$!
-	SR_BG+=("$spid")
-	t0=$SECONDS
-	while [ $((SECONDS - t0)) -lt 20 ] && kill -0 "$spid" 2>/dev/null &&
-		[ -z "$(sr_in_ns "$ns_s" ss -Hlun "sport = :$port" 2>/dev/null)" ]; do
-		sleep 0.05
-	done
+	sr_serve "$port" "$ns_s" sr_exec_to "$out.srv" timeout -k 5 "$TO" \
+		${ns_s:+ip netns exec "$ns_s"} env ${dev_s:+SOFTRDMA_NETDEV=$dev_s} \
+		SOFTRDMA_CM_WIRE="$mode" cmtime -b "$srv_ip" -p "$port"
+	spid=$SR_SERVE_PID
 	timeout -k 5 "$TO" ${ns_c:+ip netns exec "$ns_c"} env ${dev_c:+SOFTRDMA_NETDEV=$dev_c} \
 		SOFTRDMA_CM_WIRE="$mode" cmtime -s "$srv_ip" -p "$port" -c "$CONNS" >"$out.cli" 2>&1
 	local rc=$?

@@ -13,6 +13,8 @@
 #   sr_stat2 NAME COUNTER     a counter summed over both sides of a pair (live if killed)
 #   sr_show_stats NAME        both sides' counters, one line each
 #   sr_free_port              a port no TCP or UDP socket uses
+#   sr_serve PORT NS CMD...   a server in the background, waited for until it listens
+#   sr_exec_to FILE CMD...    CMD in place of its shell, its output in FILE
 #   sr_rping_echoes, sr_wait_echoes, sr_wait_gone, SR_RPING_ERR   rping runs with a side killed
 #   sr_netns_pair TAG, sr_netns_two_pairs TAG   two namespaces joined by one / two veth pairs
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
@@ -271,6 +273,28 @@ sr_wait_listen() {
 		sleep 0.05
 	done
 	return 1
+}
+
+# sr_exec_to FILE CMD...: CMD with its output (stdout and stderr) in FILE, in place of the shell
+# that runs it: `sr_exec_to F prog &` leaves prog itself in $! (with `ip netns exec` and `env`
+# in front, which exec too).
+sr_exec_to() {
+	local f=$1
+	shift
+	exec "$@" >"$f" 2>&1
+}
+
+# sr_serve PORT NS CMD...: a server started in the background (SR_SERVE_PID: its $!, also in
+# SR_BG, so the exit trap ends it), then waited for until a socket of namespace NS ('' here)
+# listens on PORT over TCP or is bound to it over UDP (an rdma_cm listener), 30 s at most, or
+# until it ends: sr_wait_listen's status (0 listening, 1 not in time, 2 ended).
+sr_serve() {
+	local port=$1 ns=$2
+	shift 2
+	"$@" &
+	SR_SERVE_PID=$!
+	SR_BG+=("$SR_SERVE_PID")
+	sr_wait_listen "$port" "$SR_SERVE_PID" "$ns" 30
 }
 
 # rping -v -V: the echoes it printed so far, and waiting for them (the tests that kill one side

@@ -51,7 +51,7 @@ ns_quiet() {
 
 # run NAME SIGNAL GUARD: one case (SIGNAL: KILL, TERM, or none for the clean one)
 run() {
-	local name=$1 sig=$2 guard=$3 port spid cpid t0 tk secs rc pings err count=1000000
+	local name=$1 sig=$2 guard=$3 port spid cpid tk secs rc pings err count=1000000
 	[ "$sig" = none ] && count=10
 	ns_quiet >/dev/null
 	# the control ends through the probe between softrdma processes (5 s), which a machine
@@ -61,15 +61,10 @@ run() {
 	port=$(sr_free_port "$SR_NSA")
 	echo "--- $name"
 	# exec chain (ip netns exec, env): $! is rping itself
-	ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$SR_VA" SOFTRDMA_CM_GUARD="$guard" \
-		rping -s -a "$SRV_IP" -p "$port" -v -C "$count" >"$SR_TMP/$name.srv.out" 2>&1 &
-	spid=$!
-	SR_BG+=("$spid")
-	t0=$SECONDS
-	while [ $((SECONDS - t0)) -lt 30 ] && kill -0 "$spid" 2>/dev/null &&
-		[ -z "$(ip netns exec "$SR_NSA" ss -Hlun "sport = :$port" 2>/dev/null)" ]; do
-		sleep 0.05
-	done
+	sr_serve "$port" "$SR_NSA" sr_exec_to "$SR_TMP/$name.srv.out" ip netns exec "$SR_NSA" \
+		env SOFTRDMA_NETDEV="$SR_VA" SOFTRDMA_CM_GUARD="$guard" \
+		rping -s -a "$SRV_IP" -p "$port" -v -C "$count"
+	spid=$SR_SERVE_PID
 	timeout -s KILL $((bound + 60)) ip netns exec "$SR_NSB" env SOFTRDMA_NETDEV="$SR_VB" \
 		SOFTRDMA_PCAP="$SR_TMP/$name.pcap" SOFTRDMA_CM_GUARD=0 \
 		rping -c -a "$SRV_IP" -p "$port" -v -V -C "$count" >"$SR_TMP/$name.cli.out" 2>&1 &

@@ -48,18 +48,13 @@ side() {
 }
 
 # pair NAME PORT "SERVER" "CLIENT": the server, once its rdma_cm port is bound (a UDP socket
-# of that port: the port space), then the client; both must exit 0.
+# of that port: the port space; sr_serve), then the client; both must exit 0.
 pair() {
-	local name=$1 port=$2 srv=$3 cli=$4 spid src crc t0=$SECONDS
+	local name=$1 port=$2 srv=$3 cli=$4 spid src crc
 	echo "--- $name: server '$srv', client '$cli'"
 	# shellcheck disable=SC2086
-	side "$name" srv 90 $srv &
-	spid=$!
-	SR_BG+=("$spid")
-	while [ $((SECONDS - t0)) -lt 30 ] && kill -0 "$spid" 2>/dev/null &&
-		[ -z "$(ip netns exec "$SR_NSA" ss -Hlun "sport = :$port" 2>/dev/null)" ]; do
-		sleep 0.05
-	done
+	sr_serve "$port" "$SR_NSA" side "$name" srv 90 $srv
+	spid=$SR_SERVE_PID
 	# shellcheck disable=SC2086
 	side "$name" cli 90 $cli
 	crc=$?
@@ -149,14 +144,8 @@ SRV_MADS=1 pair udaddy 7174 "udaddy -b $SRV_IP" "udaddy -s $SRV_IP" &&
 port=$(sr_free_port "$SR_NSA")
 port2=$(sr_free_port "$SR_NSA")
 echo "--- no listener: rping -c to port $port2 of $SRV_IP, where a softrdma process listens on $port"
-side nolisten srv 60 rping -s -a "$SRV_IP" -p "$port" -C 1 &
-spid=$!
-SR_BG+=("$spid")
-t0=$SECONDS
-while [ $((SECONDS - t0)) -lt 30 ] && kill -0 "$spid" 2>/dev/null &&
-	[ -z "$(ip netns exec "$SR_NSA" ss -Hlun "sport = :$port" 2>/dev/null)" ]; do
-	sleep 0.05
-done
+sr_serve "$port" "$SR_NSA" side nolisten srv 60 rping -s -a "$SRV_IP" -p "$port" -C 1
+spid=$SR_SERVE_PID
 t0=$(date +%s.%N)
 side nolisten cli 30 rping -c -a "$SRV_IP" -p "$port2" -C 1
 kill -TERM "$spid" 2>/dev/null

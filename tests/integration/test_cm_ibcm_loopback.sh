@@ -36,16 +36,11 @@ side() {
 # client; both must exit 0 (FOREVER=1: a server that never ends by itself, stopped after the
 # client). Then: the REQ (SIDR_REQ) went as a MAD to the server's QP1, found by a QUERY.
 pair() {
-	local name=$1 port=$2 srv=$3 cli=$4 spid src crc t0=$SECONDS
+	local name=$1 port=$2 srv=$3 cli=$4 spid src crc
 	echo "--- $name: server '$srv', client '$cli'"
 	# shellcheck disable=SC2086
-	side "$name" srv 90 $srv &
-	spid=$!
-	SR_BG+=("$spid")
-	while [ $((SECONDS - t0)) -lt 30 ] && kill -0 "$spid" 2>/dev/null &&
-		[ -z "$(ss -Hlun "sport = :$port" 2>/dev/null)" ]; do
-		sleep 0.05
-	done
+	sr_serve "$port" "" side "$name" srv 90 $srv
+	spid=$SR_SERVE_PID
 	# shellcheck disable=SC2086
 	side "$name" cli 90 $cli
 	crc=$?

@@ -54,15 +54,8 @@ cli() {
 }
 
 # wait_udp PORT PID: until namespace A has a UDP socket on PORT (an rdma_cm listener's CM
-# socket, or a device's data port), while PID lives. 0, or 1.
-wait_udp() {
-	local t0=$SECONDS
-	while [ $((SECONDS - t0)) -lt 30 ] && kill -0 "$2" 2>/dev/null; do
-		[ -n "$(ip netns exec "$SR_NSA" ss -Hlun "sport = :$1" 2>/dev/null)" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
+# socket, or a device's data port), while PID lives (sr_wait_listen, 30 s). 0, or not.
+wait_udp() { sr_wait_listen "$1" "$2" "$SR_NSA" 30; }
 
 # owns4791 PID: the program under `timeout` PID holds UDP 4791 in namespace A.
 owns4791() {
