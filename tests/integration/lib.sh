@@ -15,6 +15,7 @@
 #   sr_free_port              a port no TCP or UDP socket uses
 #   sr_serve PORT NS CMD...   a server in the background, waited for until it listens
 #   sr_exec_to FILE CMD...    CMD in place of its shell, its output in FILE
+#   sr_ibcm_netns TAG         the IB CM tests' two namespaces (SRV_IP, SOFTRDMA_CM_WIRE=ibcm)
 #   sr_rping_echoes, sr_wait_echoes, sr_wait_gone, SR_RPING_ERR   rping runs with a side killed
 #   sr_netns_pair TAG, sr_netns_two_pairs TAG   two namespaces joined by one / two veth pairs
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
@@ -295,6 +296,18 @@ sr_serve() {
 	SR_SERVE_PID=$!
 	SR_BG+=("$SR_SERVE_PID")
 	sr_wait_listen "$port" "$SR_SERVE_PID" "$ns" 30
+}
+
+# sr_ibcm_netns TAG: the set-up of the IB CM tests between two hosts: librdmacm and libibverbs
+# from the build (LD_LIBRARY_PATH), SOFTRDMA_CM_WIRE=ibcm, two namespaces joined by a veth
+# pair (sr_netns_pair TAG; the server's side is A) and SRV_IP, A's address. A test that cannot
+# have them ends there, failed.
+sr_ibcm_netns() {
+	export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export SOFTRDMA_CM_WIRE=ibcm
+	sr_netns_pair "$1" || sr_fail "could not set up the namespaces and the veth pair"
+	[ "$SR_FAILURES" = 0 ] || sr_finish
+	SRV_IP=$SR_NET.1
 }
 
 # rping -v -V: the echoes it printed so far, and waiting for them (the tests that kill one side

@@ -27,14 +27,10 @@ need_build
 need_root
 need_cmd rping timeout ss
 [ -x "$SR_BUILD_DIR/lib/softrdma-cm-guard" ] || sr_fail "no $SR_BUILD_DIR/lib/softrdma-cm-guard"
-export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export SOFTRDMA_CM_WIRE=ibcm
 BOUND=20
 AFTER=5
 
-sr_netns_pair cmg || sr_fail "could not set up the namespaces and the veth pair"
-[ "$SR_FAILURES" = 0 ] || sr_finish
-SRV_IP=$SR_NET.1
+sr_ibcm_netns cmg
 
 # ns_quiet: until no process is left in the server's namespace (the guardian of the case
 # before has sent its DREQs, for 1 s, and left; its DREQs would land in the next case's

@@ -25,12 +25,7 @@
 need_build
 need_root
 need_cmd rping ucmatose udaddy rstream rdma_xserver rdma_server rdma_client ib_write_bw tshark timeout python3 ss
-export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export SOFTRDMA_CM_WIRE=ibcm
-
-sr_netns_pair ibc || sr_fail "could not set up the namespaces and the veth pair"
-[ "$SR_FAILURES" = 0 ] || sr_finish
-SRV_IP=$SR_NET.1
+sr_ibcm_netns ibc
 
 # side NAME srv|cli SECS CMD...: CMD in that side's namespace on its veth, output in
 # NAME.SIDE.out, counters in NAME.SIDE.stats; the server side also captures (NAME.pcap).

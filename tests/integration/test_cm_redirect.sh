@@ -26,12 +26,7 @@
 need_build
 need_root
 need_cmd rping udaddy tshark timeout python3 ss
-export LD_LIBRARY_PATH=$SR_BUILD_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export SOFTRDMA_CM_WIRE=ibcm
-
-sr_netns_pair rdr || sr_fail "could not set up the namespaces and the veth pair"
-[ "$SR_FAILURES" = 0 ] || sr_finish
-SRV_IP=$SR_NET.1
+sr_ibcm_netns rdr
 
 # srv NAME SECS CMD...: a server in namespace A on its veth, in the background (SPID: the
 # `timeout` in front of it); output NAME.out, counters NAME.stats, capture NAME.pcap.
