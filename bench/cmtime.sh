@@ -22,32 +22,18 @@
 # stopped by PID. A benchmark: nothing here fails on a slow figure.
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD:-$ROOT/build}
-RESULTS=${RESULTS:-$ROOT/bench/results}
+# ROOT BUILD RESULTS BENCH, bench_args bench_usage
+. "$(dirname "$0")/lib.sh"
 CONNS=500
 REPS=5
 ONLY="loopback netns"
 OUT=""
-while [ $# -gt 0 ]; do
-	case $1 in
-	-c) CONNS=$2; shift ;;
-	-n) REPS=$2; shift ;;
-	--only) ONLY=$2; shift ;;
-	-o) OUT=$2; shift ;;
-	*) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-	esac
-	shift
-done
+bench_args 12 -c CONNS -- "$@"
 
 for c in cmtime timeout ss ip python3; do
 	command -v $c >/dev/null || { echo "bench/cmtime.sh: needs $c (rdmacm-utils, iproute2, python3)" >&2; exit 1; }
 done
 [ -e "$BUILD/lib/librdmacm.so.1" ] || { echo "bench/cmtime.sh: no $BUILD/lib (make build)" >&2; exit 1; }
-if [ "$(id -u)" != 0 ] && [[ " $ONLY " == *" netns "* ]]; then
-	echo "bench/cmtime.sh: not root: the namespaces scenario is left out" >&2
-	ONLY=${ONLY//netns/}
-fi
 
 export SR_BUILD_DIR=$BUILD SR_SOURCE_DIR=$ROOT
 # shellcheck source=../tests/integration/lib.sh

@@ -1,4 +1,4 @@
-# bench/lib.sh: the start that bench/mpi.sh, bench/rnbd.sh and bench/rtrs.sh share. Sourced
+# bench/lib.sh: the start that bench/cmtime.sh, mpi.sh, rnbd.sh and rtrs.sh share. Sourced
 # first thing, after `set`:  . "$(dirname "$0")/lib.sh"
 #
 # Sets ROOT (the repository), BUILD (env, default build), SR (build/bin/softrdma), RESULTS (env,
@@ -9,6 +9,11 @@
 #   bench_build             `make build` unless INSTALL=0 (--no-install)
 #   bench_need CMD...       exit 1 naming the first command not installed
 #   bench_have FILE...      exit 1 naming the first file that is not there (make build)
+#   bench_args LAST [OPT VAR]... -- ARGS...   the options of the scenario benchmarks (cmtime.sh,
+#                           rtrs.sh): -n REPS, --only SCENARIOS, -o FILE, and the script's own
+#                           OPTs, each taking a value stored in its VAR; anything else prints
+#                           the usage (bench_usage LAST). Not as root, the netns scenario is then
+#                           left out of ONLY (with a note).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 SR="$BUILD/bin/softrdma"
@@ -39,4 +44,32 @@ bench_have() {
 	for f in "$@"; do
 		[ -e "$f" ] || { echo "$BENCH: no $f (make build)" >&2; exit 1; }
 	done
+}
+bench_args() {
+	local last=$1 var
+	local -A own=()
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		own[$1]=$2
+		shift 2
+	done
+	shift
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-n) REPS=$2; shift ;;
+		--only) ONLY=$2; shift ;;
+		-o) OUT=$2; shift ;;
+		*)
+			var=${own[$1]:-}
+			[ -n "$var" ] || bench_usage "$last"
+			printf -v "$var" '%s' "$2"
+			shift
+			;;
+		esac
+		shift
+	done
+	if [ "$(id -u)" != 0 ] && [[ " $ONLY " == *" netns "* ]]; then
+		echo "$BENCH: not root: the namespaces scenario is left out" >&2
+		ONLY=${ONLY//netns/}
+	fi
 }

@@ -22,32 +22,19 @@
 # its UDP port. Every program runs under timeout. A benchmark: nothing here fails on a slow figure.
 set -uo pipefail
 
-# ROOT BUILD SR RESULTS VETH_MTU, bench_root bench_build bench_need bench_have bench_usage
+# ROOT BUILD SR RESULTS VETH_MTU, bench_args bench_root bench_build bench_need bench_have
 . "$(dirname "$0")/lib.sh"
 DUR=5
 REPS=3
 ONLY="loopback netns"
 OUT=""
-while [ $# -gt 0 ]; do
-	case $1 in
-	-t) DUR=$2; shift ;;
-	-n) REPS=$2; shift ;;
-	--only) ONLY=$2; shift ;;
-	-o) OUT=$2; shift ;;
-	*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-	esac
-	shift
-done
+bench_args 11 -t DUR -- "$@"
 
 RT=$BUILD/bin/rtrs-test
 [ -x "$RT" ] || { echo "bench/rtrs.sh: no $RT (make build)" >&2; exit 1; }
 for c in ib_write_bw ib_write_lat timeout ss ip python3; do
 	command -v $c >/dev/null || { echo "bench/rtrs.sh: needs $c (perftest, iproute2, python3)" >&2; exit 1; }
 done
-if [ "$(id -u)" != 0 ] && [[ " $ONLY " == *" netns "* ]]; then
-	echo "bench/rtrs.sh: not root: the namespaces scenario is left out" >&2
-	ONLY=${ONLY//netns/}
-fi
 
 # the test library: SR, SR_TMP, exit trap (every background timeout killed, namespaces removed),
 # sr_free_port, sr_wait_listen, sr_netns_two_pairs
