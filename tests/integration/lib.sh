@@ -389,7 +389,9 @@ sr_snapshot() {
 # $SR_TMP/NAME.{srv,cli}.out and the counters dumped at exit to $SR_TMP/NAME.{srv,cli}.stats.
 # Knobs: SR_SRV_ENV / SR_CLI_ENV (arrays of VAR=VALUE for one side), SR_SRV_NS / SR_CLI_NS
 # (network namespace of a side), SR_SERVER_HOST (what the client connects to: localhost),
-# SR_PAIR_NOJUDGE=1 (the caller judges: no ok/FAIL is recorded, only printed).
+# SR_PAIR_NOJUDGE=1 (the caller judges: no ok/FAIL is recorded, only printed), SR_PAIR_NICE=N
+# (both sides under `nice -n N`; as root, N < 0 shields a timing-sensitive pair from the load
+# of other processes on the machine).
 # Returns 0 when both sides exit 0; otherwise records a failure that shows both outputs.
 # Either way SR_SRV_RC and SR_CLI_RC hold the exit statuses (254: killed at the deadline,
 # 255: the server killed after the client had ended).
@@ -399,7 +401,8 @@ sr_pair() {
 	local port srv_pid cli_pid srv_rc='' cli_rc='' t0 w deadline grace_end now
 	local srv_out=$SR_TMP/$name.srv.out cli_out=$SR_TMP/$name.cli.out
 	local srv_stats=$SR_TMP/$name.srv.stats cli_stats=$SR_TMP/$name.cli.stats
-	local to=$SR_PAIR_TIMEOUT
+	local to=$SR_PAIR_TIMEOUT nice=()
+	[ -n "${SR_PAIR_NICE:-}" ] && nice=(nice -n "$SR_PAIR_NICE")
 	rm -f "$SR_TMP/$name".*
 	port=$(sr_free_port) || { sr_fail "$name: no free port"; return 1; }
 	t0=$(date +%s.%N)
@@ -407,7 +410,7 @@ sr_pair() {
 
 	# `timeout` is only the backstop (the watchdog below acts first and saves the counters).
 	timeout -k 5 $((to + 30)) ${SR_SRV_NS:+ip netns exec "$SR_SRV_NS"} \
-		env "${SR_SRV_ENV[@]}" SOFTRDMA_STATS_DUMP="$srv_stats" \
+		env "${SR_SRV_ENV[@]}" SOFTRDMA_STATS_DUMP="$srv_stats" "${nice[@]}" \
 		"$SR" run -- stdbuf -oL -eL "$@" -p "$port" >"$srv_out" 2>&1 &
 	srv_pid=$!
 	SR_BG+=("$srv_pid")
@@ -430,7 +433,7 @@ sr_pair() {
 	fi
 
 	timeout -k 5 $((to + 30)) ${SR_CLI_NS:+ip netns exec "$SR_CLI_NS"} \
-		env "${SR_CLI_ENV[@]}" SOFTRDMA_STATS_DUMP="$cli_stats" \
+		env "${SR_CLI_ENV[@]}" SOFTRDMA_STATS_DUMP="$cli_stats" "${nice[@]}" \
 		"$SR" run -- stdbuf -oL -eL "$@" -p "$port" "$SR_SERVER_HOST" >"$cli_out" 2>&1 &
 	cli_pid=$!
 	SR_BG+=("$cli_pid")
