@@ -694,6 +694,7 @@ static void *nic_thread(void *arg)
 	int64_t defer_ns = sr_params()->ack_defer_us * 1000;
 	int64_t timeout = 0;
 	uint64_t paused_since = 0, rx_busy_since = 0, timer_at = UINT64_MAX;
+	uint64_t due_wake = UINT64_MAX;	/* when the last sleep was to end (timeout) */
 	/* The watch's current interval (0: rx_watch_us), its looks in a row that found
 	 * nothing to do, and until when it may not grow (see watch_look). */
 	uint64_t watch_cur = 0, watch_hold = 0;
@@ -744,6 +745,7 @@ static void *nic_thread(void *arg)
 				atomic_store(&nic->wake_at, now + (uint64_t)left);
 			}
 		}
+		due_wake = timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout;
 		n = wait_ns(nic->epfd, ev, 4, timeout);
 		atomic_store(&nic->wake_at, 0);	/* awake: reads ack_due again before it sleeps */
 		if (timeout)
@@ -849,7 +851,14 @@ static void *nic_thread(void *arg)
 				 * socket behind a preempted holder; for SR_TIMER_BUSY_MAX_NS at most,
 				 * then the thread waits for the lock. */
 				bool polling = grace;
-				bool app_rx = watching && now - last < SR_APP_ACTIVE_NS;
+				/* In its polling loop when the look was due: the thread's own
+				 * wake-up (a context switch of several microseconds on this VM, and
+				 * on 2 cores often a preemption of that very application) must not
+				 * make a polling application look idle. Judged from `now`, the
+				 * thread took the packets of the application it had just preempted:
+				 * at a timed wake-up it judges from the time it was due. */
+				uint64_t ref = !rx_event && due_wake < now ? due_wake : now;
+				bool app_rx = watching && last + SR_APP_ACTIVE_NS > ref;
 				bool wait = !polling && (!watching || (rx_busy_since &&
 					    now - rx_busy_since >= SR_TIMER_BUSY_MAX_NS));
 				int look = SR_WATCH_BUSY;
