@@ -364,6 +364,8 @@ struct sr_cq {
 /* Unpolled completions in a CQ nobody sleeps on that make the progress thread pause
  * (engine/nic.c), once its consumer has not polled it for backlog_idle_us. */
 #define SR_CQ_BACKLOG 32
+/* ... and that make it pause whenever its consumer last polled. */
+#define SR_CQ_BACKLOG_DEEP 128
 static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; }
 
 /* Adds a completion; raises the channel event when armed. Never blocks on a full CQ. */

@@ -45,7 +45,7 @@
 	X(busy_poll_us, INT, 0, "progress thread spins this long on an empty socket before sleeping, unless the application polls its CQs (it receives by itself, see rx_watch_us) (0: sleep at once)") \
 	X(nic_nice, INT, -10, "nice value the progress thread asks for, so that a packet for an application spinning on memory (ib_write_lat) is taken at once rather than after the spinner's time slice; kept at the process's own when not permitted (root, CAP_SYS_NICE or RLIMIT_NICE allow it), and dropped to it while a busy-poll spin runs; 0: never changed") \
 	X(backlog_pause_us, INT, 30000, "progress thread pauses up to this long while a polled CQ holds 32+ completions its application has not taken (0: never)") \
-	X(backlog_idle_us, INT, 1000, "... once that CQ's consumer has not polled it for this long, us: one that polled more recently is running and only has a deep queue (0: pause whenever 32 wait)") \
+	X(backlog_idle_us, INT, 1000, "... once that CQ's consumer has not polled it for this long, us, or 128 wait: one that polled more recently is running and only has a deep queue (0: pause whenever 32 wait)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
 	X(poll_rx_gap_ns, INT, 2000, "after an application's drain of the socket found nothing, its next drain waits this long, ns (an application that polls between other work does not pay a syscall per poll)") \
 	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \

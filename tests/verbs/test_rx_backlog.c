@@ -19,8 +19,10 @@
  *     pause is counted.
  * A pause is for a consumer that is not running: one that polled the CQ within
  * backlog_idle_us only has a deep queue, and the thread goes on receiving for it.
- *   - idle 10 s, the CQ polled (empty) just before the sends: no pause, all 200 are in the
+ *   - idle 10 s, the CQ polled (empty) just before 100 sends: no pause, all 100 are in the
  *     CQ without the application polling again;
+ *   - the same with 200 sends: a pause once 128 (SR_CQ_BACKLOG_DEEP) wait, however recent
+ *     the poll: the CQ then holds 128..160;
  *   - idle 1 ms (the default), the CQ polled 50 ms before the sends: the pause as above.
  */
 #include "sr_test.h"
@@ -43,12 +45,13 @@ static int64_t wait_stat(const char *name, int64_t want, int ms)
 	return v;
 }
 
-enum mode { COMES_BACK, EXPIRES, RECENT_POLL, OLD_POLL };
+enum mode { COMES_BACK, EXPIRES, RECENT_POLL, RECENT_DEEP, OLD_POLL };
 
 static int run(int sock, void *arg)
 {
 	enum mode mode = *(enum mode *)arg;
 	bool expire = mode == EXPIRES;
+	int nmsg = mode == RECENT_POLL ? 100 : NMSG;
 	struct vu_dev dev;
 	struct vu_buf rb;
 	struct rawpeer rp;
@@ -62,7 +65,7 @@ static int run(int sock, void *arg)
 
 	(void)sock;
 	setenv("SOFTRDMA_BACKLOG_PAUSE_US", expire ? "20000" : "2000000", 1);
-	if (mode == RECENT_POLL)
+	if (mode == RECENT_POLL || mode == RECENT_DEEP)
 		setenv("SOFTRDMA_BACKLOG_IDLE_US", "10000000", 1);
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &rb, NMSG * (MSG + 40), VU_ACCESS_ALL) == 0);
@@ -79,12 +82,12 @@ static int run(int sock, void *arg)
 	for (int i = 0; i < NMSG; i++)
 		REQUIRE(vu_post_recv(qp, (uint64_t)i, rb.mr, rb.p + i * (MSG + 40), MSG + 40) == 0);
 
-	if (mode == RECENT_POLL || mode == OLD_POLL) {
+	if (mode == RECENT_POLL || mode == RECENT_DEEP || mode == OLD_POLL) {
 		CHECK_EQ(ibv_poll_cq(cq, 1, wc), 0);	/* the consumer has polled (empty) */
 		if (mode == OLD_POLL)
 			vu_sleep_ms(50);
 	}
-	for (int i = 0; i < NMSG; i++) {
+	for (int i = 0; i < nmsg; i++) {
 		uint8_t op = SR_OPC(SR_TR_UD, SR_OP_SEND_ONLY);
 		size_t hlen = sr_opcode[op].length;
 
@@ -98,12 +101,21 @@ static int run(int sock, void *arg)
 
 	if (mode == RECENT_POLL) {
 		/* Polled a moment ago: the thread takes everything, with no pause. */
-		CHECK(wait_stat("rx_packets", NMSG, 5000) >= NMSG);
+		CHECK(wait_stat("rx_packets", nmsg, 5000) >= nmsg);
 		vu_sleep_ms(20);
 		CHECK_EQ(vu_stat("rx_pauses"), 0);
 		n = ibv_poll_cq(cq, NMSG + 8, wc);
-		CHECK_EQ(n, NMSG);
+		CHECK_EQ(n, nmsg);
 		got = n > 0 ? n : 0;
+	} else if (mode == RECENT_DEEP) {
+		/* Polled a moment ago, but 128 wait: the thread pauses all the same. */
+		CHECK(wait_stat("rx_pauses", 1, 5000) >= 1);
+		vu_sleep_ms(20);
+		n = ibv_poll_cq(cq, NMSG + 8, wc);
+		if (n < 128 || n > 160)
+			SR_FAIL("after the pause the CQ held %d completions, wanted 128..160", n);
+		got = n > 0 ? n : 0;
+		got += vu_poll(cq, wc + got, NMSG - got, 5000);
 	} else if (!expire) {
 		/* The thread receives a batch or two, sees the backlog and leaves the rest. */
 		CHECK(wait_stat("rx_pauses", 1, 5000) >= 1);
@@ -123,7 +135,7 @@ static int run(int sock, void *arg)
 		CHECK_EQ(n, NMSG);
 		got = n > 0 ? n : 0;
 	}
-	CHECK_EQ(got, NMSG);
+	CHECK_EQ(got, nmsg);
 	for (int i = 0; i < got; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i ||
 		    wc[i].byte_len != MSG + 40 || rb.p[i * (MSG + 40) + 40] != (uint8_t)i) {
@@ -145,15 +157,16 @@ int main(void)
 {
 	struct vu_child ch;
 
-	static enum mode modes[] = { COMES_BACK, EXPIRES, RECENT_POLL, OLD_POLL };
+	static enum mode modes[] = { COMES_BACK, EXPIRES, RECENT_POLL, RECENT_DEEP, OLD_POLL };
 	static const char *const what[] = {
 		"backlog pause, the application comes back", "backlog pause expires",
 		"no pause for a consumer that polled within backlog_idle_us",
+		"backlog pause at 128 for a consumer that polled within backlog_idle_us",
 		"backlog pause, the consumer polled 50 ms before",
 	};
 
-	sr_test_timeout(120);
-	for (int i = 0; i < 4; i++) {
+	sr_test_timeout(150);
+	for (int i = 0; i < 5; i++) {
 		printf("%s\n", what[i]);
 		REQUIRE(vu_fork(&ch, run, &modes[i], 30) == 0);
 		CHECK_EQ(vu_child_wait(&ch, 40), 0);
