@@ -654,7 +654,7 @@ static void nic_set_nice(struct sr_nic *nic)
  * kick: resp.c). Returns the interval (ns; 0: no watch).
  */
 #define SR_WATCH_GROW_LOOKS 2
-#define SR_WATCH_HOLD_NS 20000000ull
+#define SR_WATCH_HOLD_NS 2000000ull
 enum {
 	SR_WATCH_IDLE,	/* the look found nothing to do */
 	SR_WATCH_BUSY,	/* it found the receive lock taken: tells nothing */
