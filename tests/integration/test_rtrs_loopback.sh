@@ -11,7 +11,10 @@
 # valid: the kernel's client sends RNBD's FLUSH so): each closes the path (the server
 # says which check), the client reconnects and a byte-checked WRITE+READ works after each.
 # always_invalidate (the server's default): the policy runs above are with it on, one more
-# round-robin run with it off (rtrs-test server -i 0); chunk keys renewed only when on. Then
+# round-robin run with it off (rtrs-test server -i 0); chunk keys renewed only when on. The
+# min-latency run and the one with always_invalidate off register the client's buffers with
+# the session (rtrs-test client -Z, rtrs_clt_reg_buf: WRITEs gathered from them, one-piece
+# READs landing in them; the others copied through the session's bounce buffers). Then
 # `rtrs-test oldkey`: after a WRITE's response, a plain RDMA WRITE with the key that request
 # used gets a remote access error and the chunk is unchanged (read back through the other
 # path); against the server with it off, the same WRITE lands (the check can fail).
@@ -50,8 +53,11 @@ sr_wait_listen "$P2" "$SPID" "" 20 || { sr_tail "$SR_TMP/srv.out"; sr_fail "serv
 [ "$ONLY" = hostile ] && POLICIES="" || POLICIES="rr mi ml"
 for pol in $POLICIES; do
 	out=$SR_TMP/cli-$pol.out
+	# min-latency with the client's buffers registered (rtrs_clt_reg_buf: zero copy)
+	zc=""
+	[ $pol = ml ] && zc=-Z
 	if timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P1 -p 127.0.0.1:$P2 -n "$IOS" \
-		-P $pol -H 200 -s $RANDOM >"$out" 2>&1; then
+		-P $pol -H 200 -s $RANDOM $zc >"$out" 2>&1; then
 		sr_ok "$pol: client exit 0"
 	else
 		sr_fail "$pol: client exit $?"
@@ -105,7 +111,7 @@ if [ "$ONLY" != hostile ]; then
 out=$SR_TMP/cli-off.out
 mkdir -p "$SR_TMP/stats"
 RTRS_STATS_DIR=$SR_TMP/stats timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P4 \
-	-p 127.0.0.1:$P5 -n "$IOS" -T 5 -P rr -H 200 -s $RANDOM >"$out" 2>&1 &
+	-p 127.0.0.1:$P5 -n "$IOS" -T 5 -P rr -H 200 -s $RANDOM -Z >"$out" 2>&1 &
 CPID=$!
 sleep 1.5
 timeout 20 "$SR_BUILD_DIR/bin/rtrs-stat" -w 1 -n 3 "$SR_TMP/stats" >"$SR_TMP/stat.out" 2>&1

@@ -62,7 +62,7 @@ sr_expect_ge "rr: path 2 share >= 45%" $((IOS * 45 / 100)) "${r2:-0}"
 
 # 2. one path cut in the middle of IO
 out=$SR_TMP/cut.out
-client "$out" -n 2000 -T 9 -P rr -s $RANDOM &
+client "$out" -n 2000 -T 9 -P rr -s $RANDOM -Z &	# buffers registered: zero copy re-sent
 CPID=$!
 sleep 2.5
 ip -n "$SR_NSB" link set "$SR_VB2" down

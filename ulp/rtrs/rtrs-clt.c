@@ -23,6 +23,17 @@
 #define CLT_SVC_RECVS 8
 #define CLT_QD_CAP 1024	/* QPs are sized before the server's queue depth is known */
 #define CLT_WRID_TEST (UINT64_MAX - 1)
+#define CLT_MAX_UBUFS 16	/* regions registered with rtrs_clt_reg_buf */
+#define CLT_MAX_SEND_SGE 16	/* a zero-copy WRITE: the caller's pieces + [usr][trailer] */
+
+/* Memory of the caller's registered with every path (rtrs_clt_reg_buf): requests whose scatter
+ * list lies in one such region go without the bounce copy. */
+struct clt_ubuf {
+	char *addr;
+	size_t len;
+	unsigned int refs;	/* requests not yet completed that use it */
+	int used;
+};
 
 struct clt_path;
 
@@ -53,6 +64,8 @@ struct clt_path {
 	unsigned int nest, rr;
 	struct ibv_pd *pd;
 	struct ibv_mr *data_mr, *msg_mr;
+	struct ibv_mr *umr[CLT_MAX_UBUFS];	/* the session's ubufs in this path's PD */
+	unsigned int max_sge;	/* send SGEs of the IO connections' QPs */
 	struct rtrs_sg_desc *rbufs;
 	/* NEW_RKEY sessions: a type 2 window per permit over its READ landing buffer, bound for
 	 * each READ on the permit's IO connection (req_con), invalidated by the server */
@@ -79,6 +92,9 @@ struct clt_req {
 	unsigned int sg_cnt;
 	uint32_t len;
 	uint16_t usr_len;
+	int ubuf;	/* the registered region holding all of sg, or -1 */
+	int staged;	/* WRITE: data, usr and trailer are in the permit's bounce buffer */
+	int bounced;	/* READ: the last post landed the data in the bounce buffer */
 	struct clt_path *path;
 	uint64_t submit_ns;
 	int done_err;
@@ -108,7 +124,8 @@ struct rtrs_clt {
 	int64_t force_id;
 	int test_status;	/* completion status of the last rtrs_clt_test_raw2, -1 pending */
 	char *data;	/* qd x chunk: WRITE bounce and READ landing */
-	char *msg;	/* qd x (max_hdr + 8 + 16): READ requests */
+	char *msg;	/* qd x (max_hdr + 8 + 16): each permit's user header and trailer */
+	struct clt_ubuf ubufs[CLT_MAX_UBUFS];
 	size_t msg_stride;
 	struct clt_req *reqs;
 	uint32_t *free_ids;
@@ -227,6 +244,10 @@ static void path_teardown(struct clt_path *p)
 	p->rmw = NULL;
 	p->rmw_key = NULL;
 	p->rmw_bound = NULL;
+	for (int i = 0; i < CLT_MAX_UBUFS; i++)
+		if (p->umr[i])
+			ibv_dereg_mr(p->umr[i]);
+	memset(p->umr, 0, sizeof(p->umr));
 	if (p->data_mr)
 		ibv_dereg_mr(p->data_mr);
 	if (p->msg_mr)
@@ -240,10 +261,21 @@ static void path_teardown(struct clt_path *p)
 	p->st.hb_missed = 0;
 }
 
+/* Registers the caller's region i in path p's PD: local write for a WRITE's gather, and for a
+ * READ's landing either a window's bind (always_invalidate) or remote write. */
+static int ubuf_reg(struct rtrs_clt *c, struct clt_path *p, int i)
+{
+	p->umr[i] = ibv_reg_mr(p->pd, c->ubufs[i].addr, c->ubufs[i].len,
+			       IBV_ACCESS_LOCAL_WRITE |
+			       (c->new_rkey ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
+	return p->umr[i] ? 0 : errno ? errno : ENOMEM;
+}
+
 static int path_start(struct rtrs_clt *c, struct clt_path *p)
 {
 	p->cid_num = 1 + c->o.io_cons;
 	p->nest = 0;
+	p->max_sge = 0;
 	set_state(p, p->attempts ? RTRS_PATH_RECONNECTING : RTRS_PATH_CONNECTING);
 	for (unsigned int i = 0; i < p->cid_num; i++) {
 		struct clt_con *con = &p->cons[i];
@@ -305,40 +337,65 @@ static struct clt_con *req_con(struct clt_path *p, uint32_t id)
 	return &p->cons[1 + id % (p->cid_num - 1)];
 }
 
-static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, const void *usr)
+static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p)
 {
 	struct clt_con *con = c->new_rkey ? req_con(p, r->id) :
 			      &p->cons[1 + (p->rr++ % (p->cid_num - 1))];
 	char *data = c->data + (size_t)r->id * c->chunk;
-	struct ibv_sge sge;
+	char *m = c->msg + (size_t)r->id * c->msg_stride;
+	struct ibv_mr *umr = r->ubuf >= 0 ? p->umr[r->ubuf] : NULL;
+	struct ibv_sge sge[CLT_MAX_SEND_SGE];
+	int nsge = 0;
 	uint32_t off, rdma_off = 0;	/* rdma_off: where in the chunk the WRITE lands */
 	struct ibv_send_wr pre[2], *head = NULL;
 	uint32_t nk = 0;	/* the READ window's new key, kept only once posted */
 	int win = 0;
+	unsigned int pieces = 0, first = 0;
 
 	if (!con->qp)
 		return ENOTCONN;
-	if (r->dir == RTRS_WRITE) {
-		/* [data][usr][trailer] (usr is already in place after a fail-over) */
-		if (usr) {
-			size_t pos = 0;
-			for (unsigned int i = 0; i < r->sg_cnt; i++) {
-				memcpy(data + pos, r->sg[i].iov_base, r->sg[i].iov_len);
-				pos += r->sg[i].iov_len;
-			}
-			memcpy(data + r->len, usr, r->usr_len);
-			struct rtrs_msg_rdma_write w = { RTRS_MSG_WRITE, r->usr_len };
-			memcpy(data + r->len + r->usr_len, &w, sizeof(w));
+	for (unsigned int i = r->sg_cnt; i-- > 0;)
+		if (r->sg[i].iov_len) {
+			pieces++;
+			first = i;
 		}
+	if (r->dir == RTRS_WRITE) {
+		/* [data][usr][trailer]: the caller's header and the trailer are in the permit's
+		 * message slot; the data comes from the caller's registered memory (zero copy),
+		 * else from the permit's bounce buffer, where all three are staged once */
+		struct rtrs_msg_rdma_write w = { RTRS_MSG_WRITE, r->usr_len };
 		off = r->len + r->usr_len;
-		sge = (struct ibv_sge){ (uintptr_t)data, off + (uint32_t)sizeof(struct rtrs_msg_rdma_write),
-					p->data_mr->lkey };
+		if (umr && !r->staged && pieces + 1 <= p->max_sge) {
+			for (unsigned int i = 0; i < r->sg_cnt; i++)
+				if (r->sg[i].iov_len)
+					sge[nsge++] = (struct ibv_sge){ (uintptr_t)r->sg[i].iov_base,
+									(uint32_t)r->sg[i].iov_len,
+									umr->lkey };
+			memcpy(m + r->usr_len, &w, sizeof(w));
+			sge[nsge++] = (struct ibv_sge){ (uintptr_t)m, r->usr_len + (uint32_t)sizeof(w),
+							p->msg_mr->lkey };
+		} else {
+			if (!r->staged) {
+				size_t pos = 0;
+				for (unsigned int i = 0; i < r->sg_cnt; i++) {
+					memcpy(data + pos, r->sg[i].iov_base, r->sg[i].iov_len);
+					pos += r->sg[i].iov_len;
+				}
+				memcpy(data + r->len, m, r->usr_len);
+				memcpy(data + r->len + r->usr_len, &w, sizeof(w));
+				r->staged = 1;
+			}
+			sge[nsge++] = (struct ibv_sge){ (uintptr_t)data, off + (uint32_t)sizeof(w),
+							p->data_mr->lkey };
+		}
 	} else {
-		char *m = c->msg + (size_t)r->id * c->msg_stride;
-		if (usr)
-			memcpy(m, usr, r->usr_len);
+		/* the data lands in the caller's memory when it is one piece of a registered
+		 * region, else in the permit's bounce buffer (copied out at the answer) */
+		int zc = umr && r->len && pieces == 1;
+		struct ibv_mr *lmr = zc ? umr : p->data_mr;
+		uintptr_t land = zc ? (uintptr_t)r->sg[first].iov_base : (uintptr_t)data;
 		struct rtrs_msg_rdma_read rd = { RTRS_MSG_READ, r->usr_len, 0, 1 };
-		struct rtrs_sg_desc d = { (uintptr_t)data, p->data_mr->rkey, r->len };
+		struct rtrs_sg_desc d = { land, lmr->rkey, r->len };
 		if (p->rmw && r->len) {
 			/* the landing buffer of this READ only, through the permit's window with a
 			 * new key; the server invalidates it (SEND with invalidate) */
@@ -354,7 +411,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 			pre[k].bind_mw.mw = p->rmw[r->id];
 			pre[k].bind_mw.rkey = nk;
 			pre[k].bind_mw.bind_info = (struct ibv_mw_bind_info){
-				p->data_mr, (uintptr_t)data, r->len, IBV_ACCESS_REMOTE_WRITE };
+				lmr, land, r->len, IBV_ACCESS_REMOTE_WRITE };
 			if (k)
 				pre[0].next = &pre[1];
 			head = &pre[0];
@@ -369,10 +426,12 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p, c
 		 * length from off - usr_len (process_read), not from the descriptors */
 		off = r->len + r->usr_len;
 		rdma_off = r->len;
-		sge = (struct ibv_sge){ (uintptr_t)m, r->usr_len + (uint32_t)(sizeof(rd) + sizeof(d)),
-					p->msg_mr->lkey };
+		sge[nsge++] = (struct ibv_sge){ (uintptr_t)m,
+						r->usr_len + (uint32_t)(sizeof(rd) + sizeof(d)),
+						p->msg_mr->lkey };
+		r->bounced = !zc;
 	}
-	struct ibv_send_wr wr = { .wr_id = r->id, .sg_list = &sge, .num_sge = 1,
+	struct ibv_send_wr wr = { .wr_id = r->id, .sg_list = sge, .num_sge = nsge,
 				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 				  .send_flags = rtrs_signal(&con->wr_cnt) }, *bad;
 	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
@@ -412,7 +471,10 @@ static void req_done(struct rtrs_clt *c, struct clt_req *r, int err)
 		r->path->st.inflight--;
 	if (err && r->path)
 		r->path->st.errors++;
-	if (!err && r->dir == RTRS_READ) {
+	if (r->ubuf >= 0)
+		c->ubufs[r->ubuf].refs--;
+	r->ubuf = -1;
+	if (!err && r->dir == RTRS_READ && r->bounced) {
 		char *data = c->data + (size_t)r->id * c->chunk;
 		size_t pos = 0;
 		for (unsigned int i = 0; i < r->sg_cnt; i++) {
@@ -488,7 +550,7 @@ static void path_fail(struct rtrs_clt *c, struct clt_path *p, int err)
 		r->state = REQ_PENDING;
 		p->st.failovers++;
 		struct clt_path *q = pick_path(c, p);
-		if (q && !req_post(c, r, q, NULL))
+		if (q && !req_post(c, r, q))
 			continue;
 		/* waits in PENDING for a path, up to fail_timeout_ms from its submission */
 	}
@@ -550,6 +612,7 @@ static int sess_setup(struct rtrs_clt *c, const struct rtrs_msg_conn_rsp *rsp)
 		return ENOMEM;
 	for (uint32_t i = 0; i < c->qd; i++) {
 		c->reqs[i].id = i;
+		c->reqs[i].ubuf = -1;
 		c->free_ids[c->nfree++] = c->qd - 1 - i;
 	}
 	return 0;
@@ -621,6 +684,11 @@ static void on_established(struct rtrs_clt *c, struct clt_con *con, const void *
 		path_fail(c, p, ENOMEM);
 		return;
 	}
+	/* the caller's registered regions (a failure leaves that region to the bounce copy on
+	 * this path) */
+	for (int i = 0; i < CLT_MAX_UBUFS; i++)
+		if (c->ubufs[i].used)
+			ubuf_reg(c, p, i);
 	/* INFO_REQ from the spare message slot (index qd) */
 	struct rtrs_msg_info_req *ir = (void *)(c->msg + (size_t)c->qd * c->msg_stride);
 	memset(ir, 0, sizeof(*ir));
@@ -701,15 +769,27 @@ static void on_route(struct rtrs_clt *c, struct clt_con *con)
 		return;
 	}
 	ibv_req_notify_cq(con->cq, 0);
+	/* IO connections: as many send SGEs as the device has, up to CLT_MAX_SEND_SGE (a
+	 * zero-copy WRITE gathers the caller's pieces and the header slot) */
+	unsigned int sge = 1;
+	struct ibv_device_attr da;
+	if (con->cid && !ibv_query_device(id->verbs, &da) && da.max_sge > 1)
+		sge = da.max_sge < CLT_MAX_SEND_SGE ? (unsigned int)da.max_sge : CLT_MAX_SEND_SGE;
 	struct ibv_qp_init_attr qa = { .send_cq = con->cq, .recv_cq = con->cq,
 				       .cap = { .max_send_wr = ns, .max_recv_wr = nr,
-						.max_send_sge = 1, .max_recv_sge = 1 },
+						.max_send_sge = sge, .max_recv_sge = 1 },
 				       .qp_type = IBV_QPT_RC };
 	if (rdma_create_qp(id, p->pd, &qa)) {
 		path_fail(c, p, errno ? errno : ENOMEM);
 		return;
 	}
 	con->qp = id->qp;
+	if (con->cid) {
+		if (qa.cap.max_send_sge < sge)
+			sge = qa.cap.max_send_sge ? qa.cap.max_send_sge : 1;
+		if (!p->max_sge || sge < p->max_sge)
+			p->max_sge = sge;
+	}
 	struct rtrs_msg_conn_req rq;
 	memset(&rq, 0, sizeof(rq));
 	rq.magic = RTRS_MAGIC;
@@ -932,7 +1012,7 @@ static void timers(struct rtrs_clt *c, uint64_t now)
 		if (r->state != REQ_PENDING)
 			continue;
 		struct clt_path *p = pick_path(c, NULL);
-		if (p && !req_post(c, r, p, NULL))
+		if (p && !req_post(c, r, p))
 			continue;
 		if (now - r->submit_ns > (uint64_t)c->o.fail_timeout_ms * 1000000ull)
 			req_done(c, r, ETIMEDOUT);
@@ -1295,23 +1375,32 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 	r->submit_ns = rtrs_now_ns();
 	r->state = REQ_PENDING;
 	r->path = NULL;
-	/* the message is built once into the permit's buffers; a fail-over re-sends them */
-	char *data = c->data + (size_t)r->id * c->chunk;
-	if (dir == RTRS_WRITE) {
-		size_t pos = 0;
-		for (unsigned int i = 0; i < sg_cnt; i++) {
-			memcpy(data + pos, sg[i].iov_base, sg[i].iov_len);
-			pos += sg[i].iov_len;
-		}
-		if (usr_len)
-			memcpy(data + len, usr, usr_len);
-		struct rtrs_msg_rdma_write w = { RTRS_MSG_WRITE, (uint16_t)usr_len };
-		memcpy(data + len + usr_len, &w, sizeof(w));
-	} else if (usr_len) {
+	/* the user header goes to the permit's message slot; the data stays where the caller
+	 * has it until the request is posted (req_post: zero copy from a registered region, or
+	 * staged once in the permit's bounce buffer); a fail-over re-sends the same */
+	if (usr_len)
 		memcpy(c->msg + (size_t)r->id * c->msg_stride, usr, usr_len);
+	r->staged = 0;
+	r->bounced = 0;
+	r->ubuf = -1;
+	for (int i = 0; len && i < CLT_MAX_UBUFS; i++) {
+		struct clt_ubuf *u = &c->ubufs[i];
+		unsigned int k = 0;
+		if (!u->used)
+			continue;
+		while (k < sg_cnt && (!sg[k].iov_len ||
+				      ((char *)sg[k].iov_base >= u->addr &&
+				       sg[k].iov_len <= u->len &&
+				       (size_t)((char *)sg[k].iov_base - u->addr) <= u->len - sg[k].iov_len)))
+			k++;
+		if (k == sg_cnt) {
+			r->ubuf = i;
+			u->refs++;
+			break;
+		}
 	}
 	struct clt_path *p = fp ? fp : pick_path(c, NULL);
-	if (p && req_post(c, r, p, NULL))
+	if (p && req_post(c, r, p))
 		p = NULL;
 	/* no path now: the event thread places it or fails it after fail_timeout_ms; a request
 	 * whose caller does not poll for it needs the event thread's CQs armed */
@@ -1376,6 +1465,69 @@ int rtrs_clt_poll(struct rtrs_clt *c, int (*done)(void *arg), void *arg, unsigne
 	if (kick)
 		ev_kick(c);
 	return rc;
+}
+
+int rtrs_clt_reg_buf(struct rtrs_clt *c, void *addr, size_t len)
+{
+	if (!c || !addr || !len)
+		return EINVAL;
+	clt_lock(c);
+	int slot = -1, err = 0;
+	for (int i = 0; i < CLT_MAX_UBUFS; i++) {
+		struct clt_ubuf *u = &c->ubufs[i];
+		if (u->used && u->addr == addr)
+			err = EEXIST;
+		if (!u->used && slot < 0)
+			slot = i;
+	}
+	if (!err && slot < 0)
+		err = ENOSPC;
+	if (!err) {
+		c->ubufs[slot] = (struct clt_ubuf){ addr, len, 0, 1 };
+		/* every path that has its buffers registered; the others at their setup */
+		for (int i = 0; i < CLT_MAX_PATHS && !err; i++) {
+			struct clt_path *p = &c->paths[i];
+			if (p->used && p->pd && p->data_mr)
+				err = ubuf_reg(c, p, slot);
+		}
+		if (err) {
+			for (int i = 0; i < CLT_MAX_PATHS; i++)
+				if (c->paths[i].umr[slot]) {
+					ibv_dereg_mr(c->paths[i].umr[slot]);
+					c->paths[i].umr[slot] = NULL;
+				}
+			c->ubufs[slot].used = 0;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return err;
+}
+
+int rtrs_clt_unreg_buf(struct rtrs_clt *c, void *addr)
+{
+	if (!c || !addr)
+		return EINVAL;
+	clt_lock(c);
+	int err = ENOENT;
+	for (int i = 0; i < CLT_MAX_UBUFS; i++) {
+		struct clt_ubuf *u = &c->ubufs[i];
+		if (!u->used || u->addr != addr)
+			continue;
+		if (u->refs) {
+			err = EBUSY;
+			break;
+		}
+		for (int k = 0; k < CLT_MAX_PATHS; k++)
+			if (c->paths[k].umr[i]) {
+				ibv_dereg_mr(c->paths[k].umr[i]);
+				c->paths[k].umr[i] = NULL;
+			}
+		u->used = 0;
+		err = 0;
+		break;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return err;
 }
 
 int rtrs_clt_add_path(struct rtrs_clt *c, const struct rtrs_path_addr *a)

@@ -6,7 +6,7 @@
  *
  *   rtrs-test server -l ADDR [-l ADDR]... [-q QD] [-c CHUNK] [-d DISK_MB] [-H HB_MS] [-t SECONDS]
  *                    [-i 0|1 (always_invalidate, default 1)] [-z (answer at once, no disk)]
- *   rtrs-test bench -p DST[@SRC] [-p ...] [-S SIZE] [-D DEPTH] [-T SECS] [-r] [-P rr|mi|ml]
+ *   rtrs-test bench -p DST[@SRC] [-p ...] [-S SIZE] [-D DEPTH] [-T SECS] [-r] [-P rr|mi|ml] [-b]
  *                   fixed-time benchmark: DEPTH requests of SIZE bytes in flight (WRITEs, -r
  *                   READs), no byte check; prints "bench: ... iops=N mib_s=N" 
  *   rtrs-test hostile -p DST        malformed requests (test_rtrs_loopback)
@@ -15,6 +15,8 @@
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
  *                    [-W US: requests with RTRS_REQ_POLL, waited for by rtrs_clt_poll for up
  *                    to US first; prints poll_calls= and polled= (the polls that saw it done)]
+ * -Z: the client's buffers are registered with the session (rtrs_clt_reg_buf, zero copy);
+ * bench registers its buffer unless -b (every request copied through the bounce buffers).
  * -T SECS: keep issuing until SECS have passed as well. The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
  * Exit 0: every request succeeded and every byte matched (-x: failures allowed, counted).
  */
@@ -270,12 +272,12 @@ static int client(int argc, char **argv)
 	size_t np = 0;
 	struct rtrs_clt_opts o;
 	long nios = 10000;
-	int depth = 32, opt, allow_fail = 0, min_secs = 0;
+	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0;
 	unsigned int seed = 1, poll_us = 0;
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:Z")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -293,6 +295,7 @@ static int client(int argc, char **argv)
 		case 'x': allow_fail = 1; break;
 		case 'T': min_secs = atoi(optarg); break;
 		case 'W': poll_us = (unsigned int)atoi(optarg); break;
+		case 'Z': zc = 1; break;
 		default: return 2;
 		}
 	}
@@ -314,8 +317,16 @@ static int client(int argc, char **argv)
 	fflush(stdout);
 	mirror = calloc(1, mb << 20);
 	struct cio *ios = calloc(nslots, sizeof(*ios));
+	/* -Z: the slots are one region registered with the session (rtrs_clt_reg_buf: zero copy
+	 * for WRITEs, and for READs of one piece) */
+	char *region = zc ? aligned_alloc(4096, nslots * slot) : NULL;
 	for (size_t i = 0; i < nslots; i++)
-		ios[i].buf = malloc(slot);
+		ios[i].buf = zc ? region + i * slot : malloc(slot);
+	int rerr = zc ? rtrs_clt_reg_buf(clt, region, nslots * slot) : 0;
+	if (rerr) {
+		fprintf(stderr, "rtrs_clt_reg_buf: %s\n", strerror(rerr));
+		return 1;
+	}
 	time_t t0 = time(NULL);
 	long k;
 	for (k = 0; k < nios || time(NULL) - t0 < min_secs; k++) {
@@ -340,7 +351,11 @@ static int client(int argc, char **argv)
 		else
 			memset(io->buf, 0xee, len);
 		struct iovec iov[2] = { { io->buf, len / 2 }, { io->buf + len / 2, len - len / 2 } };
-		int r = rtrs_clt_request(clt, io->dir, conf, io, &io->h, sizeof(io->h), iov, 2,
+		/* -Z: one piece or two (a READ of one piece lands in place, of two is copied) */
+		unsigned int niov = zc && (rand() & 1) ? 1 : 2;
+		if (niov == 1)
+			iov[0].iov_len = len;
+		int r = rtrs_clt_request(clt, io->dir, conf, io, &io->h, sizeof(io->h), iov, niov,
 					 poll_us ? RTRS_REQ_POLL : 0);
 		if (r) {
 			fprintf(stderr, "rtrs_clt_request: %s\n", strerror(r));
@@ -366,7 +381,15 @@ static int client(int argc, char **argv)
 	       "unchecked=%ld poll_calls=%ld polled=%ld\n", k, completed, fails, mismatches,
 	       (long)(time(NULL) - t0), ok_after_fail, unchecked, poll_calls, polled);
 	fflush(stdout);
+	if (zc && (rerr = rtrs_clt_unreg_buf(clt, region))) {
+		fprintf(stderr, "rtrs_clt_unreg_buf: %s\n", strerror(rerr));
+		mismatches++;
+	}
 	rtrs_clt_close(clt);
+	for (size_t i = 0; !zc && i < nslots; i++)
+		free(ios[i].buf);
+	free(region);
+	free(ios);
 	if (mismatches || (fails && !allow_fail))
 		return 1;
 	return 0;
@@ -621,13 +644,13 @@ static int bench(int argc, char **argv)
 	struct rtrs_path_addr paths[16];
 	size_t np = 0;
 	struct rtrs_clt_opts o;
-	int opt, depth = 32;
+	int opt, depth = 32, bounce = 0;
 	double secs = 5;
 	uint32_t size = 4096;
 
 	rtrs_clt_opts_init(&o);
 	bdir = RTRS_WRITE;
-	while ((opt = getopt(argc, argv, "p:S:D:T:rP:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:S:D:T:rP:b")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -638,6 +661,7 @@ static int bench(int argc, char **argv)
 		case 'T': secs = atof(optarg); break;
 		case 'r': bdir = RTRS_READ; break;
 		case 'P': o.policy = parse_policy(optarg); break;
+		case 'b': bounce = 1; break;
 		default: return 2;
 		}
 	}
@@ -669,6 +693,12 @@ static int bench(int argc, char **argv)
 	}
 	char *buf = aligned_alloc(4096, ((size_t)size + 4095) & ~(size_t)4095);
 	memset(buf, 0x42, size);
+	/* registered with the session (zero copy) unless -b (copied through its bounce buffers) */
+	int err = bounce ? 0 : rtrs_clt_reg_buf(bclt, buf, ((size_t)size + 4095) & ~(size_t)4095);
+	if (err) {
+		fprintf(stderr, "rtrs_clt_reg_buf: %s\n", strerror(err));
+		return 1;
+	}
 	biov = (struct iovec){ buf, size };	/* requests share it: no check, only the transport */
 	bhdr = (struct hdr){ 0, size, HDR_MAGIC };
 	uint64_t t0 = rtrs_now_ns();
@@ -702,9 +732,11 @@ static int bench(int argc, char **argv)
 	for (int i = 0; i < n && i < 16; i++)
 		printf(" path%d_reqs=%llu", i, (unsigned long long)(st[i].reqs_read + st[i].reqs_write));
 	printf("\n");
+	if (!bounce && (err = rtrs_clt_unreg_buf(bclt, buf)))
+		fprintf(stderr, "rtrs_clt_unreg_buf: %s\n", strerror(err));
 	rtrs_clt_close(bclt);
 	free(buf);
-	return berr ? 1 : 0;
+	return berr || err ? 1 : 0;
 }
 
 int main(int argc, char **argv)

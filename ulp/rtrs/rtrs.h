@@ -177,6 +177,22 @@ int rtrs_clt_request(struct rtrs_clt *clt, enum rtrs_dir dir, rtrs_conf_fn conf,
  */
 int rtrs_clt_poll(struct rtrs_clt *clt, int (*done)(void *arg), void *arg, unsigned int budget_us);
 
+/*
+ * Registers the caller's memory [addr, addr + len) with every path of the session (and with
+ * paths that connect later), so that requests whose scatter list lies in it go without a copy:
+ * a WRITE's data is sent from it (the NIC gathers the pieces, at most the device's send SGEs
+ * less one; more pieces are copied), a READ of one piece lands in it (through a memory window
+ * the server invalidates, when the server has always_invalidate). Other requests are copied
+ * through the session's own buffers, as without it. While a WRITE from registered memory is
+ * in flight, its data must not change (a fail-over sends it again from there).
+ * Returns 0, EINVAL, EEXIST (addr already registered), ENOSPC (16 regions per session) or the
+ * errno of ibv_reg_mr. Any thread.
+ */
+int rtrs_clt_reg_buf(struct rtrs_clt *clt, void *addr, size_t len);
+/* Unregisters the region registered at addr: 0, ENOENT, or EBUSY while a request not yet
+ * completed uses it. */
+int rtrs_clt_unreg_buf(struct rtrs_clt *clt, void *addr);
+
 /* Adds a path (connects in the background); EEXIST if it is there, EINVAL for a bad address. */
 int rtrs_clt_add_path(struct rtrs_clt *clt, const struct rtrs_path_addr *path);
 /* Removes a path (its requests in flight move to another path); ENOENT, or EBUSY when it is
