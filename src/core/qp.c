@@ -479,8 +479,12 @@ int sr_qp_destroy(struct sr_qp *qp)
 	pthread_mutex_unlock(&qp->lock);
 	sr_qp_gone_note(qp->nic, sr_qpn(qp));
 	pthread_mutex_lock(&qp->nic->qps.lock);
-	if (qp->nic->gsi == qp)
+	if (qp->nic->gsi == qp) {
 		qp->nic->gsi = NULL;
+		/* Packets reach it as QP 1, not by its own number: a peer's last MADs (a DREP,
+		 * a DREQ sent again) that come after it are gone too, not strays. */
+		sr_qp_gone_note(qp->nic, SR_GSI_QPN);
+	}
 	pthread_mutex_unlock(&qp->nic->qps.lock);
 	sr_table_del(&qp->nic->qps, b->handle);
 	pthread_mutex_lock(&qp->lock);
