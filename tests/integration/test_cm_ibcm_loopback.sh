@@ -104,7 +104,10 @@ pair rstream "$port" "rstream -b $IP -p $port -S 65536 -C 100" \
 port=$(sr_free_port)
 echo "--- no listener: rping -c to port $port of $IP"
 t0=$(date +%s.%N)
-side nolisten cli 30 rping -c -a "$IP" -p "$port" -C 1
+# (At nice -10 as root: the bound is on the CM, not on how soon a loaded machine runs rping.)
+NICE=()
+[ "$(id -u)" = 0 ] && NICE=(nice -n -10)
+side nolisten cli 30 "${NICE[@]}" rping -c -a "$IP" -p "$port" -C 1
 sr_expect_grep "no listener: rping saw REJECTED" 'RDMA_CM_EVENT_REJECTED' "$SR_TMP/nolisten.cli.out"
 ms=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%d", (b - a) * 1000 }')
 if [ "$ms" -le 3000 ]; then sr_ok "no listener: rping ended after $ms ms"; else
