@@ -18,6 +18,7 @@
 #   sr_ibcm_netns TAG         the IB CM tests' two namespaces (SRV_IP, SOFTRDMA_CM_WIRE=ibcm)
 #   sr_rping_echoes, sr_wait_echoes, sr_wait_gone, SR_RPING_ERR   rping runs with a side killed
 #   sr_netns_pair TAG, sr_netns_two_pairs TAG   two namespaces joined by one / two veth pairs
+#   sr_netns_lo TAG           a namespace of its own with only loopback (a loopback test's)
 #   sr_ok / sr_fail / sr_expect_* / sr_finish   assertions that say what was wanted and seen
 #   sr_skip MSG, need_root, need_cmd   exit 77 (CTest SKIP_RETURN_CODE) with a message
 #   sr_at_exit CMD            run CMD (a string) when the test exits, however it exits
@@ -205,6 +206,18 @@ sr_netns_pair() {
 			ip -n "$SR_NSB" link show "$SR_VB" | grep -q LOWER_UP && break
 		sleep 0.05
 	done
+}
+
+# sr_netns_lo TAG: one network namespace with nothing but its own loopback (up), removed at
+# exit; sets SR_NSL. A loopback test whose processes run there sees no packet of any other
+# process of the host: softrdma takes 127.0.0.1 and other 127.x.y.z on UDP 4791 with zero
+# configuration, so on the host's loopback a new process can inherit an address whose previous
+# owner's peer (another test, another user's program) still sends to it, and count those
+# packets as drops. Non-zero when it could not be built.
+sr_netns_lo() {
+	SR_NSL=sr-${1}l-$$
+	sr_at_exit "ip netns del $SR_NSL 2>/dev/null"
+	ip netns add "$SR_NSL" 2>/dev/null && ip -n "$SR_NSL" link set lo up 2>/dev/null
 }
 
 # sr_netns_two_pairs TAG: sr_netns_pair TAG plus a second veth pair between the same two

@@ -23,7 +23,15 @@
 # Nothing asserts a speed. perftest calibrates its clock against gettimeofday() in every report
 # (for every size with -a) and gives up ("Correlation coefficient r^2 < 0.9") when a preemption
 # falls between its two clock reads, which a busy 2-core machine does now and then: such a run
-# (and only such a run) is tried up to three times.
+# (and only such a run) is tried up to three times -- whether perftest then exits non-zero or
+# exits 0 with a row of "inf" (a latency test's server does).
+# perftest prints bandwidth with 2 decimals: a run of -a -n 20 whose 2-byte WRITEs took 100 ms
+# (a loaded machine) prints "0.00" MB/s. Such a row passes only when its message rate (6
+# decimals) is above 0 and says the bandwidth is below 0.005 (bandwidth = rate x size).
+#
+# As root the pairs run in a network namespace of their own (its loopback only): on the host's
+# loopback a server that took 127.0.0.1 after another program's counted that program's peer's
+# late packets as drop_qpn (other perftest runs on the same machine did, at a load of 20).
 #
 # UC and UD have no flow control: a receiver that falls behind loses messages (UC: the rest of
 # the message, counted as drop_uc_msg; UD: no receive WQE), and perftest's server then waits
@@ -39,6 +47,11 @@ ib_atomic_lat"
 need_cmd $PERFTEST ss timeout stdbuf awk
 
 SR_SERVER_HOST=127.0.0.1
+if sr_netns_usable; then
+	sr_netns_lo pt || { sr_fail "could not make a network namespace"; sr_finish; }
+	SR_SRV_NS=$SR_NSL SR_CLI_NS=$SR_NSL
+	echo "(the pairs run in network namespace $SR_NSL, on its loopback)"
+fi
 SR_PAIR_TIMEOUT=90
 SR_PAIR_NOJUDGE=1
 # 100 Gb/s in perftest's units: MB/sec is 2^20 bytes per second; Gb/sec is 10^9 bits.
@@ -62,7 +75,10 @@ check_rows() {
 			rows++
 			if (kind == "bw") {
 				if (!max) { print "a result row before the table header: " $0; next }
-				if (!num($3) || !num($4) || !num($5) || $4 <= 0 || $5 <= 0 ||
+				# A bandwidth printed as 0.00: its message rate (6 decimals)
+				# must be above 0 and put the bandwidth below 0.005.
+				tiny = $4 == 0 && $5 * 1e6 * $1 / (unit == "MB/s" ? 1048576 : 125000000) < 0.0051
+				if (!num($3) || !num($4) || !num($5) || ($4 <= 0 && !tiny) || $5 <= 0 ||
 				    $4 >= max || $3 >= max)
 					print "implausible (bandwidth not in (0, 100 Gb/s), in " unit "): " $0
 			} else {
@@ -89,7 +105,6 @@ pt() {
 	shift 4
 	for try in 1 2 3; do
 		sr_pair "$name" "$@"
-		[ "$SR_SRV_RC" = 0 ] && [ "$SR_CLI_RC" = 0 ] && break
 		if [ "$try" != 3 ] && grep -qs 'Correlation coefficient r^2' \
 			"$SR_TMP/$name.srv.out" "$SR_TMP/$name.cli.out"; then
 			echo "note: $name: perftest could not calibrate its clock (machine busy); again"
