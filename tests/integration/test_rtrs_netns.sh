@@ -7,6 +7,9 @@
 #      paths carry about half.
 #   2. path cut mid-IO (pair 2 set down for 4 s, heartbeats 200 ms x 5): no request fails, no
 #      byte is wrong, fail-overs > 0 on path 2, which reconnects and is connected at the end.
+#   (Cases 2-4 time their cut from the client's "connected", and the client's IO goes on until
+#   every path is connected again, 30 s at most (rtrs-test client -A): on a loaded machine the
+#   reconnection came after the fixed run time now and then.)
 #   3. every path cut (both pairs down for 4 s, requests fail after 2 s): requests fail, the
 #      client neither hangs nor dies, and requests succeed again once the pairs are back.
 #   4. silent server (SIGSTOP 3 s): the client's heartbeats declare both paths dead, then they
@@ -46,6 +49,16 @@ client() {	# client OUT ARGS...: in namespace B, bounded
 	ip netns exec "$SR_NSB" env SOFTRDMA_NETDEV="$SR_VB,$SR_VB2" \
 		timeout 120 "$SR" run -- "$RT" client "${PATHS[@]}" -H 200 -M 5 -R 500 "$@" >"$out" 2>&1
 }
+# connected OUT PID: until the client (PID) printed that its session is up (its IO starts
+# then), at most 60 s: a cut is timed from there, not from the client's start, which a loaded
+# machine delays by seconds.
+connected() {
+	local t0=$SECONDS
+	while ! grep -q '^connected ' "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null &&
+		[ $((SECONDS - t0)) -lt 60 ]; do
+		sleep 0.05
+	done
+}
 reqs_of() { sed -n "s/^path $1:$P .*reqs=\([0-9]*\).*/\1/p" "$2"; }
 field_of() { sed -n "s/^path $1:$P .*$3=\([0-9]*\).*/\1/p" "$2"; }
 
@@ -62,9 +75,10 @@ sr_expect_ge "rr: path 2 share >= 45%" $((IOS * 45 / 100)) "${r2:-0}"
 
 # 2. one path cut in the middle of IO
 out=$SR_TMP/cut.out
-client "$out" -n 2000 -T 9 -P rr -s $RANDOM -Z &	# buffers registered: zero copy re-sent
+client "$out" -n 2000 -T 9 -A 30 -P rr -s $RANDOM -Z &	# buffers registered: zero copy re-sent
 CPID=$!
-sleep 2.5
+connected "$out" "$CPID"
+sleep 1.5
 ip -n "$SR_NSB" link set "$SR_VB2" down
 sleep 4
 ip -n "$SR_NSB" link set "$SR_VB2" up
@@ -77,9 +91,10 @@ sr_expect_grep "cut: path 2 connected at the end" "^path $SR_NET2.1:$P state=1 "
 
 # 3. every path cut: bounded errors, then success again
 out=$SR_TMP/all.out
-client "$out" -n 2000 -T 10 -P mi -F 2000 -x -s $RANDOM &
+client "$out" -n 2000 -T 10 -A 30 -P mi -F 2000 -x -s $RANDOM &
 CPID=$!
-sleep 2
+connected "$out" "$CPID"
+sleep 1
 ip -n "$SR_NSB" link set "$SR_VB" down
 ip -n "$SR_NSB" link set "$SR_VB2" down
 sleep 4
@@ -94,9 +109,10 @@ sr_expect_ge "all cut: requests succeeded after the failures" 1 \
 
 # 4. silent server
 out=$SR_TMP/stop.out
-client "$out" -n 2000 -T 9 -P ml -s $RANDOM &
+client "$out" -n 2000 -T 9 -A 30 -P ml -s $RANDOM &
 CPID=$!
-sleep 2
+connected "$out" "$CPID"
+sleep 1
 SRVPROG=$(pgrep -f "^$RT server -l $SR_NET.1:$P" | head -n1)
 kill -STOP "$SRVPROG"
 sleep 3

@@ -13,11 +13,16 @@
  *   rtrs-test oldkey -p DST -p DST  a request's old chunk key is dead after its response
  *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
+ *                    [-T SECS] [-A SECS] [-C CONNECT_MS] [-Z]
  *                    [-W US: requests with RTRS_REQ_POLL, waited for by rtrs_clt_poll for up
  *                    to US first; prints poll_calls= and polled= (the polls that saw it done)]
  * -Z: the client's buffers are registered with the session (rtrs_clt_reg_buf, zero copy);
  * bench registers its buffer unless -b (every request copied through the bounce buffers).
- * -T SECS: keep issuing until SECS have passed as well. The client prints per-path counters at the end as "path DST reqs=N failovers=N ...".
+ * -T SECS: keep issuing until SECS have passed as well. -A SECS: then keep issuing until all
+ * paths are connected (a test that cut one waits for its reconnection, not for a fixed time),
+ * at most SECS more. -C MS: the connect timeout (rtrs_clt_open's wait for a first path, and
+ * each path's attempt; default 10 s). The client prints per-path counters at the end as
+ * "path DST reqs=N failovers=N ...".
  * Exit 0: every request succeeded and every byte matched (-x: failures allowed, counted).
  */
 #include "rtrs.h"
@@ -266,18 +271,30 @@ static enum rtrs_mp_policy parse_policy(const char *arg)
 	       !strcmp(arg, "ml") ? RTRS_MP_MIN_LATENCY : RTRS_MP_MIN_INFLIGHT;
 }
 
+/* Every path of the session connected (-A). */
+static int all_paths_up(struct rtrs_clt *clt)
+{
+	struct rtrs_path_stats st[16];
+	int n = rtrs_clt_path_stats(clt, st, 16);
+
+	for (int i = 0; i < n && i < 16; i++)
+		if (st[i].state != RTRS_PATH_CONNECTED)
+			return 0;
+	return 1;
+}
+
 static int client(int argc, char **argv)
 {
 	struct rtrs_path_addr paths[16];
 	size_t np = 0;
 	struct rtrs_clt_opts o;
 	long nios = 10000;
-	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0;
+	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0, wait_secs = 0;
 	unsigned int seed = 1, poll_us = 0;
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:Z")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZA:C:")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -295,6 +312,8 @@ static int client(int argc, char **argv)
 		case 'x': allow_fail = 1; break;
 		case 'T': min_secs = atoi(optarg); break;
 		case 'W': poll_us = (unsigned int)atoi(optarg); break;
+		case 'A': wait_secs = atoi(optarg); break;
+		case 'C': o.connect_timeout_ms = (unsigned int)atoi(optarg); break;
 		case 'Z': zc = 1; break;
 		default: return 2;
 		}
@@ -329,7 +348,9 @@ static int client(int argc, char **argv)
 	}
 	time_t t0 = time(NULL);
 	long k;
-	for (k = 0; k < nios || time(NULL) - t0 < min_secs; k++) {
+	for (k = 0; k < nios || time(NULL) - t0 < min_secs ||
+		    (wait_secs && time(NULL) - t0 < min_secs + wait_secs && !all_paths_up(clt));
+	     k++) {
 		wait_below(clt, depth, poll_us);
 		size_t s;
 		do
