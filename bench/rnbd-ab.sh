@@ -116,8 +116,11 @@ start_side() {	# X BUILD PORT EXTRA_SERVER_ARGS EXTRA_PLUGIN_ARGS EXTRA_NBDKIT_O
 	tail -5 "$tmp/clt-$x.log" >&2
 	exit 1
 }
-start_side A "$BA" "$PORT" "$A_ARGS" "$A_PLUGIN" "$A_NBDKIT"
+# B first: its processes then own UDP 4791 in each namespace. A build whose librdmacm speaks the
+# IB CM (the default since 7fe6c16) reaches a second server on one address only through the
+# 4791 owner's redirect, which a build before that does not make (docs/cm.md).
 start_side B "$BB" "$((PORT + 1))" "$B_ARGS" "$B_PLUGIN" "$B_NBDKIT"
+start_side A "$BA" "$PORT" "$A_ARGS" "$A_PLUGIN" "$A_NBDKIT"
 
 # run X NAME RW BS QD: prints "iops p50_us"
 run() {
