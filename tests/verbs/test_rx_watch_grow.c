@@ -62,8 +62,6 @@ int main(void)
 {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct vu_qp_cfg q;
-	struct vu_conn_cfg c;
 	struct ibv_wc wc;
 	int64_t w0, w1, app0, rx0;
 	uint64_t t0;
@@ -78,14 +76,8 @@ int main(void)
 	REQUIRE(rp_open(&rp, &dev.gid) == 0);
 	cq = ibv_create_cq(dev.ctx, 16, NULL, NULL, 0);
 	REQUIRE(cq);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	q.max_recv_wr = 4;
-	vu_conn_cfg_default(&c);
-	qp = vu_qp_create(&dev, cq, cq, &q);
+	qp = vu_qp_to_peer(&dev, cq, NULL, &rp.gid, FAKE_QPN, &rbuf, 4, 64);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
-	for (int i = 0; i < 4; i++)
-		REQUIRE(vu_post_recv(qp, (uint64_t)i, rbuf.mr, rbuf.p + i * 64, 64) == 0);
 
 	/* A datagram that comes between two polls wakes the thread, which takes it and, the
 	 * application having polled a moment ago, starts watching. */
