@@ -210,33 +210,43 @@ static void test_rereg_keeps_keys(void)
 	CHECK_EQ(ibv_dealloc_pd(pd2), 0);
 }
 
+/* Two RC QPs on one CQ (send and receive): A with n receives (wr_id 100 + i), B with one (200),
+ * both moved to ERR, B first, so the CQ holds B's flush, then A's. */
+static void two_flushed_qps(struct ibv_cq *cq, struct vu_buf *b, struct vu_conn_cfg *c, int n,
+			    struct ibv_qp **qa, struct ibv_qp **qb)
+{
+	struct vu_qp_cfg q;
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	*qa = vu_qp_create(&dev, cq, cq, &q);
+	*qb = vu_qp_create(&dev, cq, cq, &q);
+	REQUIRE(*qa && *qb);
+	CHECK_EQ(vu_qp_to_init(*qa, c), 0);
+	CHECK_EQ(vu_qp_to_init(*qb, c), 0);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(vu_post_recv(*qa, 100 + i, b->mr, b->p, 64), 0);
+	CHECK_EQ(vu_post_recv(*qb, 200, b->mr, b->p, 64), 0);
+	CHECK_EQ(ibv_modify_qp(*qb, &at, IBV_QP_STATE), 0);
+	CHECK_EQ(ibv_modify_qp(*qa, &at, IBV_QP_STATE), 0);
+}
+
 /* Two QPs on one CQ (send and receive), both flushed into it; RESET of one removes exactly
  * its completions. */
 static void test_reset_cleans_cq(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 	struct ibv_cq *cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
 	struct ibv_qp *qa, *qb;
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_attr at = { 0 };
 	struct vu_buf b;
 	struct ibv_wc wc[16];
 	int n;
 
 	REQUIRE(cq);
 	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	vu_conn_cfg_default(&c);
-	qa = vu_qp_create(&dev, cq, cq, &q);
-	qb = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qa && qb);
-	CHECK_EQ(vu_qp_to_init(qa, &c), 0);
-	CHECK_EQ(vu_qp_to_init(qb, &c), 0);
-	for (int i = 0; i < 3; i++)
-		CHECK_EQ(vu_post_recv(qa, 100 + i, b.mr, b.p, 64), 0);
-	CHECK_EQ(vu_post_recv(qb, 200, b.mr, b.p, 64), 0);
-	CHECK_EQ(ibv_modify_qp(qb, &at, IBV_QP_STATE), 0);	/* B's flush first */
-	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
+	two_flushed_qps(cq, &b, &c, 3, &qa, &qb);
 	CHECK_EQ(vu_post_recv(qb, 201, b.mr, b.p, 64), 0);	/* flushed at once in ERR */
 	CHECK_EQ(vu_post_send(qa, 300, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
 	CHECK_EQ(vu_post_send(qb, 400, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
@@ -274,29 +284,17 @@ static void test_reset_cleans_cq(void)
  * flushed completions it polled afterwards. The other QP's stay, in order. */
 static void test_destroy_cleans_cq(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 	struct ibv_cq *cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
 	struct ibv_qp *qa, *qb;
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
 	struct vu_buf b;
 	struct ibv_wc wc[16];
 	int n;
 
 	REQUIRE(cq);
 	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	vu_conn_cfg_default(&c);
-	qa = vu_qp_create(&dev, cq, cq, &q);
-	qb = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qa && qb);
-	CHECK_EQ(vu_qp_to_init(qa, &c), 0);
-	CHECK_EQ(vu_qp_to_init(qb, &c), 0);
-	for (int i = 0; i < 4; i++)
-		CHECK_EQ(vu_post_recv(qa, 100 + i, b.mr, b.p, 64), 0);
-	CHECK_EQ(vu_post_recv(qb, 200, b.mr, b.p, 64), 0);
-	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
-	CHECK_EQ(ibv_modify_qp(qb, &at, IBV_QP_STATE), 0);
+	two_flushed_qps(cq, &b, &c, 4, &qa, &qb);
 	CHECK_EQ(vu_post_send(qa, 300, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
 	CHECK_EQ(vu_post_send(qb, 400, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
 
