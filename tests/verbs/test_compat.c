@@ -231,6 +231,21 @@ static void two_flushed_qps(struct ibv_cq *cq, struct vu_buf *b, struct vu_conn_
 	CHECK_EQ(ibv_modify_qp(*qa, &at, IBV_QP_STATE), 0);
 }
 
+/* What the CQ holds now: exactly n flushed completions of qp, with these wr_ids in order. */
+static void expect_flushed(struct ibv_cq *cq, struct ibv_qp *qp, const uint64_t *ids, int n)
+{
+	struct ibv_wc wc[16];
+	int got = vu_drain(cq, wc, 16, 50);
+
+	CHECK_EQ(got, n);
+	for (int i = 0; i < got && i < 16; i++) {
+		CHECK_EQ(wc[i].qp_num, qp->qp_num);
+		CHECK_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+	}
+	for (int i = 0; got == n && i < n; i++)
+		CHECK_EQ(wc[i].wr_id, ids[i]);
+}
+
 /* Two QPs on one CQ (send and receive), both flushed into it; RESET of one removes exactly
  * its completions. */
 static void test_reset_cleans_cq(void)
@@ -253,17 +268,7 @@ static void test_reset_cleans_cq(void)
 
 	at.qp_state = IBV_QPS_RESET;
 	CHECK_EQ(ibv_modify_qp(qa, &at, IBV_QP_STATE), 0);
-	n = vu_drain(cq, wc, 16, 50);
-	CHECK_EQ(n, 3);
-	for (int i = 0; i < n && i < 16; i++) {
-		CHECK_EQ(wc[i].qp_num, qb->qp_num);
-		CHECK_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
-	}
-	if (n == 3) {
-		CHECK_EQ(wc[0].wr_id, 200);
-		CHECK_EQ(wc[1].wr_id, 201);
-		CHECK_EQ(wc[2].wr_id, 400);
-	}
+	expect_flushed(cq, qb, (const uint64_t[]){ 200, 201, 400 }, 3);
 	/* The QP is reusable from RESET, with nothing stale. */
 	CHECK_EQ(vu_qp_to_init(qa, &c), 0);
 	CHECK_EQ(vu_post_recv(qa, 500, b.mr, b.p, 64), 0);
@@ -288,8 +293,6 @@ static void test_destroy_cleans_cq(void)
 	struct ibv_cq *cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
 	struct ibv_qp *qa, *qb;
 	struct vu_buf b;
-	struct ibv_wc wc[16];
-	int n;
 
 	REQUIRE(cq);
 	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
@@ -299,16 +302,7 @@ static void test_destroy_cleans_cq(void)
 	CHECK_EQ(vu_post_send(qb, 400, IBV_WR_SEND, b.mr, b.p, 64, 0, IBV_SEND_SIGNALED), 0);
 
 	CHECK_EQ(ibv_destroy_qp(qa), 0);
-	n = vu_drain(cq, wc, 16, 50);
-	CHECK_EQ(n, 2);
-	for (int i = 0; i < n && i < 16; i++) {
-		CHECK_EQ(wc[i].qp_num, qb->qp_num);
-		CHECK_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
-	}
-	if (n == 2) {
-		CHECK_EQ(wc[0].wr_id, 200);
-		CHECK_EQ(wc[1].wr_id, 400);
-	}
+	expect_flushed(cq, qb, (const uint64_t[]){ 200, 400 }, 2);
 	CHECK_EQ(ibv_destroy_qp(qb), 0);
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	vu_buf_free(&b);
