@@ -31,133 +31,14 @@
 #include <rdma/rdma_verbs.h>
 
 #include "sr_test.h"
+#include "cm_util.h"
 
 static struct rdma_event_channel *ch;
-
-/* The next event, which must be `type` (any id); NULL on timeout or another event. */
-static struct rdma_cm_event *expect(enum rdma_cm_event_type type, int timeout_ms)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *ev;
-
-	if (poll(&p, 1, timeout_ms) != 1) {
-		SR_FAIL("no event within %d ms (expected %s)", timeout_ms, rdma_event_str(type));
-		return NULL;
-	}
-	REQUIRE(rdma_get_cm_event(ch, &ev) == 0);
-	if (ev->event != type) {
-		SR_FAIL("got %s (status %d), expected %s", rdma_event_str(ev->event), ev->status,
-			rdma_event_str(type));
-		rdma_ack_cm_event(ev);
-		return NULL;
-	}
-	return ev;
-}
-
-static struct sockaddr_in ip4(const char *ip, uint16_t port_be)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = port_be };
-
-	REQUIRE(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
-	return a;
-}
-
-static struct rdma_cm_id *client(const char *ip, uint16_t port_be)
-{
-	struct sockaddr_in dst = ip4(ip, port_be);
-	struct rdma_cm_id *id;
-	struct rdma_cm_event *ev;
-
-	REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
-	REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
-	ev = expect(RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
-	REQUIRE(ev);
-	rdma_ack_cm_event(ev);
-	REQUIRE(rdma_resolve_route(id, 2000) == 0);
-	ev = expect(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000);
-	REQUIRE(ev);
-	rdma_ack_cm_event(ev);
-	return id;
-}
-
-static void make_qp(struct rdma_cm_id *id)
-{
-	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
-				      .cap = { .max_send_wr = 8, .max_recv_wr = 8,
-					       .max_send_sge = 1, .max_recv_sge = 1 } };
-
-	REQUIRE(rdma_create_qp(id, NULL, &a) == 0);
-}
-
-/* A client connects to `ip`:port, the listener's side accepts; a SEND crosses. Both ids are
- * destroyed again. With `late`, that bound id is made to listen only after the client's
- * rdma_connect (qperf's order: the port goes to the peer, then rdma_listen). */
-static void connect_and_send(const char *ip, uint16_t port_be, struct rdma_cm_id *late)
-{
-	struct rdma_conn_param p = { .retry_count = 7, .rnr_retry_count = 7 };
-	struct rdma_cm_id *c = client(ip, port_be), *s;
-	struct rdma_cm_event *ev;
-	char sbuf[64] = "through the bound port", rbuf[64] = "";
-	struct ibv_mr *smr, *rmr;
-	struct ibv_wc wc;
-
-	/* Resolved: the device's default PD, shared with the listener's side (one device). */
-	CHECK(c->pd && c->pd->context == c->verbs);
-	make_qp(c);
-	CHECK(c->qp->pd == c->pd);
-	REQUIRE(rdma_connect(c, &p) == 0);
-	if (late) {
-		usleep(20000);	/* the REQ is there before the listener */
-		REQUIRE(rdma_listen(late, 4) == 0);
-		CHECK_EQ(rdma_get_src_port(late), port_be);
-	}
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 3000);
-	REQUIRE(ev);
-	s = ev->id;
-	rdma_ack_cm_event(ev);
-	CHECK(s->pd && s->pd->context == s->verbs);
-	CHECK(s->pd == c->pd);
-	{
-		/* An AH on it (pyverbs's UD rdma_cm test does this before any QP exists). */
-		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
-		struct ibv_ah *ah;
-
-		REQUIRE(ibv_query_gid(s->verbs, 1, 0, &aa.grh.dgid) == 0);
-		ah = s->pd ? ibv_create_ah(s->pd, &aa) : NULL;
-		CHECK(ah);
-		if (ah)
-			ibv_destroy_ah(ah);
-	}
-	make_qp(s);
-	rmr = rdma_reg_msgs(s, rbuf, sizeof(rbuf));
-	REQUIRE(rmr);
-	REQUIRE(rdma_post_recv(s, NULL, rbuf, sizeof(rbuf), rmr) == 0);
-	REQUIRE(rdma_accept(s, &p) == 0);
-	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 3000);
-		REQUIRE(ev);
-		rdma_ack_cm_event(ev);
-	}
-	smr = rdma_reg_msgs(c, sbuf, sizeof(sbuf));
-	REQUIRE(smr);
-	REQUIRE(rdma_post_send(c, NULL, sbuf, sizeof(sbuf), smr, IBV_SEND_SIGNALED) == 0);
-	CHECK_EQ(rdma_get_send_comp(c, &wc), 1);
-	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	CHECK_EQ(rdma_get_recv_comp(s, &wc), 1);
-	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
-	CHECK(!strcmp(rbuf, sbuf));
-	rdma_dereg_mr(smr);
-	rdma_dereg_mr(rmr);
-	rdma_destroy_qp(c);
-	rdma_destroy_qp(s);
-	rdma_destroy_id(c);
-	rdma_destroy_id(s);
-}
 
 /* Port 0: picked by rdma_bind_addr, held, kept by rdma_listen, and connections reach it. */
 static void test_bind_port0(void)
 {
-	struct sockaddr_in a = ip4("127.0.0.1", 0), any = ip4("0.0.0.0", 0), u;
+	struct sockaddr_in a = cm_ip4("127.0.0.1", 0), any = cm_ip4("0.0.0.0", 0), u;
 	struct rdma_cm_id *l, *w;
 	uint16_t port;
 	int fd;
@@ -171,13 +52,13 @@ static void test_bind_port0(void)
 	/* Held: an ordinary UDP socket cannot take it (the CM speaks UDP on it). */
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	REQUIRE(fd >= 0);
-	u = ip4("127.0.0.1", port);
+	u = cm_ip4("127.0.0.1", port);
 	CHECK(port == 0 || bind(fd, (struct sockaddr *)&u, sizeof(u)) != 0);
 	close(fd);
 	REQUIRE(rdma_listen(l, 4) == 0);
 	CHECK_EQ(rdma_get_src_port(l), port);
 	if (port)
-		connect_and_send("127.0.0.1", port, NULL);
+		cm_connect_and_send(ch, "127.0.0.1", port, NULL);
 
 	/* A wildcard bind too. */
 	REQUIRE(rdma_create_id(ch, &w, NULL, RDMA_PS_TCP) == 0);
@@ -187,7 +68,7 @@ static void test_bind_port0(void)
 	CHECK(port != 0);
 	CHECK(port != rdma_get_src_port(l));
 	if (port)
-		connect_and_send("127.0.0.1", port, w);	/* rdma_listen(w) comes late */
+		cm_connect_and_send(ch, "127.0.0.1", port, w);	/* rdma_listen(w) comes late */
 	rdma_destroy_id(w);
 	rdma_destroy_id(l);
 }
@@ -195,7 +76,7 @@ static void test_bind_port0(void)
 /* rdma_getaddrinfo(NULL, NULL, hints): the hints describe the result. */
 static void test_getaddrinfo_hints(void)
 {
-	struct sockaddr_in src = ip4("127.0.0.1", htons(0)), dst = ip4("127.0.0.1", htons(7471));
+	struct sockaddr_in src = cm_ip4("127.0.0.1", htons(0)), dst = cm_ip4("127.0.0.1", htons(7471));
 	struct rdma_addrinfo h = { .ai_flags = RAI_PASSIVE, .ai_family = AF_INET,
 				   .ai_qp_type = IBV_QPT_RC, .ai_port_space = RDMA_PS_TCP,
 				   .ai_src_len = sizeof(src), .ai_src_addr = (struct sockaddr *)&src },
@@ -245,7 +126,7 @@ static void test_getaddrinfo_hints(void)
  * connection of its own, bounded by its alarm; the parent's CM still works afterwards. */
 static void test_fork(void)
 {
-	struct sockaddr_in a = ip4("127.0.0.1", 0);
+	struct sockaddr_in a = cm_ip4("127.0.0.1", 0);
 	struct rdma_cm_id *pl;
 	pid_t pid;
 	int st = -1;
@@ -268,7 +149,7 @@ static void test_fork(void)
 		REQUIRE(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
 		REQUIRE(rdma_listen(l, 4) == 0);
 		CHECK(l->verbs != pl->verbs);	/* a device context of its own */
-		connect_and_send("127.0.0.1", rdma_get_src_port(l), NULL);
+		cm_connect_and_send(ch, "127.0.0.1", rdma_get_src_port(l), NULL);
 		rdma_destroy_id(l);
 		_exit(sr_test_failures ? 1 : 0);
 	}
@@ -280,7 +161,7 @@ static void test_fork(void)
 	}
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	/* The parent's listener still takes connections. */
-	connect_and_send("127.0.0.1", rdma_get_src_port(pl), NULL);
+	cm_connect_and_send(ch, "127.0.0.1", rdma_get_src_port(pl), NULL);
 	rdma_destroy_id(pl);
 }
 

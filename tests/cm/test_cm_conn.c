@@ -28,6 +28,7 @@
 
 #include "sr_test.h"
 #include "verbs_util.h"
+#include "cm_util.h"
 
 static struct rdma_event_channel *ch;
 static bool ibcm;	/* the IB CM on QP1 (the default), unless SOFTRDMA_CM_WIRE=private */
@@ -38,26 +39,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* The next event, which must be `type` (any id); NULL on timeout or another event. */
-static struct rdma_cm_event *expect(enum rdma_cm_event_type type, int timeout_ms)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *ev;
-
-	if (poll(&p, 1, timeout_ms) != 1) {
-		SR_FAIL("no event within %d ms (expected %s)", timeout_ms, rdma_event_str(type));
-		return NULL;
-	}
-	REQUIRE(rdma_get_cm_event(ch, &ev) == 0);
-	if (ev->event != type) {
-		SR_FAIL("got %s (status %d), expected %s", rdma_event_str(ev->event), ev->status,
-			rdma_event_str(type));
-		rdma_ack_cm_event(ev);
-		return NULL;
-	}
-	return ev;
 }
 
 static void fill(uint8_t *b, size_t n, uint8_t seed)
@@ -87,11 +68,11 @@ static struct rdma_cm_id *client(enum rdma_port_space ps, uint16_t port_be)
 
 	REQUIRE(rdma_create_id(ch, &id, NULL, ps) == 0);
 	REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
-	ev = expect(RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
 	REQUIRE(ev);
 	rdma_ack_cm_event(ev);
 	REQUIRE(rdma_resolve_route(id, 2000) == 0);
-	ev = expect(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 2000);
 	REQUIRE(ev);
 	rdma_ack_cm_event(ev);
 	return id;
@@ -126,7 +107,7 @@ static void disconnect_both(struct rdma_cm_id *c, struct rdma_cm_id *s)
 
 	REQUIRE(rdma_disconnect(c) == 0);
 	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
+		ev = cm_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 3000);
 		if (ev)
 			rdma_ack_cm_event(ev);
 	}
@@ -157,7 +138,7 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	p.private_data_len = 56;
 	REQUIRE(rdma_connect(c, &p) == 0);
 
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
 	REQUIRE(ev);
 	s = ev->id;
 	CHECK(ev->listen_id == listen);
@@ -177,13 +158,13 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	CHECK(rdma_accept(s, &a) == -1 && errno == EINVAL);	/* over the REP limit */
 	a.private_data_len = 196;
 	REQUIRE(rdma_accept(s, &a) == 0);
-	ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 	REQUIRE(ev);
 	CHECK(ev->id == c);
 	CHECK(ev->param.conn.private_data_len >= 196);
 	CHECK(same(ev->param.conn.private_data, rep, 196));
 	rdma_ack_cm_event(ev);
-	ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 	REQUIRE(ev);
 	CHECK(ev->id == s);
 	rdma_ack_cm_event(ev);
@@ -263,7 +244,7 @@ static void test_reject(uint16_t port)
 
 	make_qp(c, IBV_QPT_RC);
 	REQUIRE(rdma_connect(c, &p) == 0);
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
 	REQUIRE(ev);
 	struct rdma_cm_id *s = ev->id;
 
@@ -272,7 +253,7 @@ static void test_reject(uint16_t port)
 	CHECK(rdma_reject(s, rej, 149) == -1 && errno == EINVAL);	/* over the REJ limit */
 	REQUIRE(rdma_reject(s, rej, 148) == 0);
 	t0 = now_s();
-	ev = expect(RDMA_CM_EVENT_REJECTED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 2000);
 	REQUIRE(ev);
 	CHECK_EQ(ev->status, 28);	/* IB_CM_REJ_CONSUMER_DEFINED */
 	CHECK(ev->param.conn.private_data_len >= 148);
@@ -305,7 +286,7 @@ static void test_no_listener(void)
 	make_qp(c, IBV_QPT_RC);
 	t0 = now_s();
 	REQUIRE(rdma_connect(c, &p) == 0);
-	ev = expect(RDMA_CM_EVENT_REJECTED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 2000);
 	if (ev) {
 		CHECK_EQ(ev->status, 8);	/* IB_CM_REJ_INVALID_SERVICE_ID */
 		rdma_ack_cm_event(ev);
@@ -324,14 +305,14 @@ static struct rdma_cm_id *connect_accept(struct rdma_cm_id *c, int req_timeout_m
 	struct rdma_cm_id *s;
 
 	REQUIRE(rdma_connect(c, &p) == 0);
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, req_timeout_ms);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, req_timeout_ms);
 	REQUIRE(ev);
 	s = ev->id;
 	rdma_ack_cm_event(ev);
 	make_qp(s, IBV_QPT_RC);
 	REQUIRE(rdma_accept(s, &p) == 0);
 	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+		ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 		REQUIRE(ev);
 		rdma_ack_cm_event(ev);
 	}
@@ -379,7 +360,7 @@ static void test_relisten(void)
 	REQUIRE(rdma_bind_addr(l2, (struct sockaddr *)&a) == 0);
 	REQUIRE(rdma_listen(l2, 1) == 0);
 	/* The retransmitted REQ reaches the new listener. */
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
 	REQUIRE(ev);
 	CHECK(ev->listen_id == l2);
 	s2 = ev->id;
@@ -387,7 +368,7 @@ static void test_relisten(void)
 	make_qp(s2, IBV_QPT_RC);
 	REQUIRE(rdma_accept(s2, &p) == 0);
 	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+		ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 		REQUIRE(ev);
 		rdma_ack_cm_event(ev);
 	}
@@ -398,7 +379,7 @@ static void test_relisten(void)
 	make_qp(c3, IBV_QPT_RC);
 	t0 = now_s();
 	REQUIRE(rdma_connect(c3, &p) == 0);
-	ev = expect(RDMA_CM_EVENT_REJECTED, 4000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 4000);
 	if (ev) {
 		CHECK_EQ(ev->status, 8);	/* IB_CM_REJ_INVALID_SERVICE_ID */
 		CHECK(ev->id == c3);
@@ -411,7 +392,7 @@ static void test_relisten(void)
 	rdma_disconnect(c1);
 	rdma_disconnect(c2);
 	for (int k = 0; k < 4; k++) {
-		ev = expect(RDMA_CM_EVENT_DISCONNECTED, 3000);
+		ev = cm_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 3000);
 		if (ev)
 			rdma_ack_cm_event(ev);
 	}
@@ -439,7 +420,7 @@ static void test_ud(void)
 	CHECK(rdma_connect(c, &p) == -1 && errno == EINVAL);	/* over the SIDR REQ limit */
 	p.private_data_len = 180;
 	REQUIRE(rdma_connect(c, &p) == 0);
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
 	REQUIRE(ev);
 	s = ev->id;
 	CHECK(ev->param.ud.private_data_len >= 180);
@@ -452,7 +433,7 @@ static void test_ud(void)
 	CHECK(rdma_accept(s, &ap) == -1 && errno == EINVAL);	/* over the SIDR REP limit */
 	ap.private_data_len = 136;
 	REQUIRE(rdma_accept(s, &ap) == 0);
-	ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 	REQUIRE(ev);
 	CHECK(ev->param.ud.private_data_len >= 136);
 	CHECK(same(ev->param.ud.private_data, rep, 136));
@@ -510,7 +491,7 @@ static struct rdma_cm_id *xrc_request(struct rdma_cm_id *c)
 	struct rdma_cm_id *s;
 
 	REQUIRE(rdma_connect(c, NULL) == 0);
-	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
 	REQUIRE(ev);
 	s = ev->id;
 	rdma_ack_cm_event(ev);
@@ -547,7 +528,7 @@ static void test_xrc(void)
 	make_qp(s, IBV_QPT_RC);
 	CHECK(rdma_accept(s, NULL) == -1 && errno == EINVAL);
 	REQUIRE(rdma_reject(s, NULL, 0) == 0);
-	ev = expect(RDMA_CM_EVENT_REJECTED, 2000);
+	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 2000);
 	if (ev) {
 		CHECK(ev->id == bad);
 		rdma_ack_cm_event(ev);
@@ -584,7 +565,7 @@ static void test_xrc(void)
 	uint32_t peer_srqn = 0;
 
 	for (int k = 0; k < 2; k++) {
-		ev = expect(RDMA_CM_EVENT_ESTABLISHED, 2000);
+		ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 		REQUIRE(ev);
 		if (ev->id == c) {
 			REQUIRE(ev->param.conn.private_data_len >= 4);
