@@ -8,7 +8,7 @@
  * ACK of the next one waits for the answer and leaves right after it, in the same batch; if no
  * answer comes within ack_defer_us, the ACK leaves alone. A message left unanswered ends the
  * deferral; destroying the QP, or moving it to ERR or RESET, sends a deferred ACK at once; a peer whose packets do not carry
- * softrdma's mark (BTH resv6) never waits. The raw peer marks its packets unless told not to. ack_defer_us is 300 ms here, so that
+ * softrdma's mark (BTH resv6) never waits. The raw peer marks its packets unless told not to. ack_defer_us is 1 s here, so that
  * "held" and "late" are far apart from any scheduling delay.
  *
  * Last, the receiving side: a GSO datagram whose last, shorter packet is an ACK (what a
@@ -29,7 +29,7 @@
 #define RVA 0x200000000ull
 #define RKEY 0x5678
 #define P0 700u			/* the QP's first request PSN */
-#define DEFER_MS 300
+#define DEFER_MS 1000
 #define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
 
 static struct vu_dev dev;
@@ -337,6 +337,8 @@ static void run_case(bool (*run)(void))
 			destroy_qp();
 		if (!again)
 			return;
+		while (!rp_quiet(&rp, DEFER_MS / 10, &(struct sr_pkt){ 0 }))
+			;	/* what the stalled case left on its way */
 		if (tries == 2) {
 			SR_FAIL("stalled three times in a row");
 			return;
