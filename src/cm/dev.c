@@ -115,7 +115,10 @@ int cm_devices_init(void)
 		d->ctx = ibv_open_device(list[i]);
 		if (!d->ctx)
 			continue;
-		if (ibv_query_gid(d->ctx, 1, 0, &d->gid) || ibv_query_port(d->ctx, 1, &pa)) {
+		/* The GID naming the device's UDP port: the last of its table (index 1 on a
+		 * device that could not have 4791, whose GID 0 is its address only, docs/gid.md). */
+		if (ibv_query_port(d->ctx, 1, &pa) || !pa.gid_tbl_len ||
+		    ibv_query_gid(d->ctx, 1, pa.gid_tbl_len - 1, &d->gid)) {
 			ibv_close_device(d->ctx);
 			continue;
 		}

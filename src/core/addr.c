@@ -30,6 +30,35 @@ void sr_gid_from_addr(union ibv_gid *gid, const struct sr_addr *a)
 	}
 }
 
+uint16_t sr_lid_port(uint16_t dlid)
+{
+	return dlid >= 1024 && dlid < 49152 ? dlid : 0;
+}
+
+uint16_t sr_addr_lid(const struct sr_addr *a)
+{
+	if (a->family != AF_INET || a->port == SR_ROCEV2_UDP_PORT)
+		return 0;
+	return sr_lid_port(a->port);
+}
+
+int sr_gid_table_len(const struct sr_addr *a)
+{
+	return sr_addr_lid(a) ? 2 : 1;
+}
+
+int sr_gid_at(const struct sr_addr *a, int index, union ibv_gid *gid)
+{
+	struct sr_addr std = *a;
+
+	if (index < 0 || index >= sr_gid_table_len(a))
+		return -ENODATA;
+	if (index == 0 && sr_addr_lid(a))
+		std.port = SR_ROCEV2_UDP_PORT;	/* the address GID; the port is the LID */
+	sr_gid_from_addr(gid, &std);
+	return 0;
+}
+
 int sr_addr_from_gid(struct sr_addr *a, const union ibv_gid *gid)
 {
 	static const uint8_t zero16[16];

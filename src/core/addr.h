@@ -29,6 +29,24 @@ struct sr_addr {
 };
 
 void sr_gid_from_addr(union ibv_gid *gid, const struct sr_addr *a);
+
+/*
+ * What a device bound to a shows through the verbs API (docs/gid.md, "The LID carries the
+ * port"). GID index 0 is always the address GID, ::ffff:a.b.c.d for IPv4: programs such as
+ * perftest refuse a peer whose GID is of another "type" than theirs. An IPv4 device on another
+ * UDP port than 4791 has a table of two, its port GID at index 1, and reports the port as its
+ * LID (which RoCE does not use otherwise): a program that exchanges LID and GID, as perftest
+ * and the rdma-core examples do, puts it in the address vector's dlid, and a softrdma sender
+ * sends there (sr_lid_port).
+ */
+int sr_gid_table_len(const struct sr_addr *a);
+/* GID number index of the table above: 0, or -ENODATA past its end. */
+int sr_gid_at(const struct sr_addr *a, int index, union ibv_gid *gid);
+/* The LID a device bound to a reports: its UDP port when it is not 4791 (IPv4), else 0. */
+uint16_t sr_addr_lid(const struct sr_addr *a);
+/* The UDP port a dlid names beside an IPv4 GID of the standard form, or 0 when it names none:
+ * 1024..49151 only (never a well-known port, never a RoCEv2 sender's entropy source port). */
+uint16_t sr_lid_port(uint16_t dlid);
 /* 0, or -EINVAL for a GID softrdma cannot route (all zero, multicast handled elsewhere). */
 int sr_addr_from_gid(struct sr_addr *a, const union ibv_gid *gid);
 bool sr_addr_eq(const struct sr_addr *a, const struct sr_addr *b);

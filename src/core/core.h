@@ -84,7 +84,7 @@ struct sr_nic {
 	struct sr_device *dev;
 	struct sr_addr addr;		/* bound local IP and UDP port */
 	bool addr_auto;			/* zero configuration: any loopback address will do */
-	union ibv_gid gid;		/* GID index 0 */
+	union ibv_gid gid;		/* its own GID, naming its port (GID index 1 when sr_addr_lid) */
 	__be64 guid;
 	unsigned ifmtu;			/* interface MTU */
 	enum ibv_mtu active_mtu;

@@ -1075,12 +1075,21 @@ static void view_put(const char *dir, const char *name, const char *text)
 		unlink(tmp);
 }
 
+static void gid_line(char *text, size_t size, const uint8_t *g)
+{
+	snprintf(text, size,
+		 "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", g[0],
+		 g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13],
+		 g[14], g[15]);
+}
+
 static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 {
 	const char *v = getenv("SOFTRDMA_VIEW");
-	const uint8_t *g = nic->gid.raw;
-	char dir[400], text[64];
+	char dir[400], text[64], path[460];
+	union ibv_gid g;
 	uint64_t guid;
+	FILE *f;
 
 	if (!v || strcmp(v, "1"))
 		return;
@@ -1093,11 +1102,26 @@ static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 		 (unsigned)guid & 0xffff);
 	view_put(dir, "node_guid", text);
 	view_put(dir, "sys_image_guid", text);
-	snprintf(text, sizeof(text),
-		 "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", g[0],
-		 g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13],
-		 g[14], g[15]);
-	view_put(dir, "ports/1/gids/0", text);
+	/* The GID table and LID as ibv_query_gid / ibv_query_port give them (docs/gid.md): a
+	 * device on another UDP port than 4791 has a second GID (its port GID) and a LID. */
+	for (int i = 0; !sr_gid_at(&nic->addr, i, &g); i++) {
+		gid_line(text, sizeof(text), g.raw);
+		snprintf(path, sizeof(path), "ports/1/gids/%d", i);
+		view_put(dir, path, text);
+	}
+	snprintf(text, sizeof(text), "0x%x\n", sr_addr_lid(&nic->addr));
+	view_put(dir, "ports/1/lid", text);
+	if (sr_gid_table_len(&nic->addr) > 1) {
+		view_put(dir, "ports/1/gid_attrs/types/1", "RoCE v2\n");
+		/* The second GID is on the first one's interface. */
+		snprintf(path, sizeof(path), "%s/ports/1/gid_attrs/ndevs/0", dir);
+		f = fopen(path, "re");
+		if (f) {
+			if (fgets(text, sizeof(text), f))
+				view_put(dir, "ports/1/gid_attrs/ndevs/1", text);
+			fclose(f);
+		}
+	}
 }
 
 int sr_nic_get(struct sr_device *d, struct sr_nic **out)

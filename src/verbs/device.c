@@ -238,7 +238,8 @@ static void fill_port(struct sr_ctx *ctx, struct ibv_port_attr *a)
 	a->state = IBV_PORT_ACTIVE;
 	a->max_mtu = ctx->nic->active_mtu;
 	a->active_mtu = ctx->nic->active_mtu;
-	a->gid_tbl_len = 1;
+	a->gid_tbl_len = sr_gid_table_len(&ctx->nic->addr);
+	a->lid = sr_addr_lid(&ctx->nic->addr);	/* 0, or the UDP port (docs/gid.md) */
 	a->max_msg_sz = SR_MAX_MSG_SIZE;
 	a->pkey_tbl_len = 1;
 	a->max_vl_num = 1;
@@ -269,9 +270,8 @@ int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_
 
 int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
 {
-	if (port != 1 || index != 0)
+	if (port != 1 || sr_gid_at(&sr_ctx(c)->nic->addr, index, gid))
 		return -1;
-	*gid = sr_ctx(c)->nic->gid;
 	return 0;
 }
 
@@ -284,11 +284,10 @@ int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index,
 		return EINVAL;
 	if (port != 1)
 		return EINVAL;
-	if (index != 0)
-		return ENODATA;
 	memset(&e, 0, sizeof(e));
-	e.gid = sr_ctx(c)->nic->gid;
-	e.gid_index = 0;
+	if (index > INT32_MAX || sr_gid_at(&sr_ctx(c)->nic->addr, (int)index, &e.gid))
+		return ENODATA;
+	e.gid_index = index;
 	e.port_num = 1;
 	e.gid_type = IBV_GID_TYPE_ROCE_V2;
 	e.ndev_ifindex = sr_ctx(c)->dev->netdev[0] ? if_nametoindex(sr_ctx(c)->dev->netdev) : 1;
@@ -299,13 +298,21 @@ int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index,
 ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries,
 			     size_t max, uint32_t flags, size_t entry_size)
 {
+	int n;
+
 	if (flags || entry_size < sizeof(*entries))
 		return -EINVAL;
 	if (!max)
 		return -EINVAL;
-	if (_ibv_query_gid_ex(c, 1, 0, entries, 0, entry_size))
-		return -EINVAL;
-	return 1;
+	n = sr_gid_table_len(&sr_ctx(c)->nic->addr);
+	if ((size_t)n > max)
+		return -EINVAL;	/* as rdma-core: the table does not fit */
+	for (int i = 0; i < n; i++)
+		if (_ibv_query_gid_ex(c, 1, (uint32_t)i,
+				      (struct ibv_gid_entry *)((char *)entries + (size_t)i * entry_size),
+				      0, entry_size))
+			return -EINVAL;
+	return n;
 }
 
 /*
@@ -315,7 +322,7 @@ ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entrie
 int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type);
 int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type)
 {
-	if (port != 1 || index != 0)
+	if (port != 1 || index >= (unsigned int)sr_gid_table_len(&sr_ctx(c)->nic->addr))
 		return EINVAL;
 	*type = 1;
 	return 0;

@@ -23,7 +23,7 @@
 struct vu_dev {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
-	union ibv_gid gid;		/* GID index 0 of port 1 */
+	union ibv_gid gid;		/* port 1's GID naming its UDP port (its last) */
 	enum ibv_mtu active_mtu;
 };
 

@@ -111,7 +111,9 @@ static int dg_setup(struct rsock *rs)
 	if (!dg)
 		return -ENOMEM;
 	rs->pd = rs_pd(ctx);
-	if (!rs->pd || ibv_query_port(ctx, 1, &pa) || ibv_query_gid(ctx, 1, 0, &dg->gid))
+	/* The GID naming the device's UDP port (the table's last, docs/gid.md). */
+	if (!rs->pd || ibv_query_port(ctx, 1, &pa) || !pa.gid_tbl_len ||
+	    ibv_query_gid(ctx, 1, pa.gid_tbl_len - 1, &dg->gid))
 		return -ENODEV;
 	dg->mtu = 128u << pa.active_mtu;	/* IBV_MTU_256 = 1 */
 	dg->rslot = RS_GRH_LEN + dg->mtu;
