@@ -118,6 +118,7 @@ struct sr_nic {
 	_Atomic uint64_t rx_empty_ns;	/* when an application's drain last found nothing */
 	_Atomic uint64_t app_poll_end_ns; /* when an application's last poll returned */
 	_Atomic uint64_t app_spin_ns;	/* since when it has polled in a tight loop for nothing */
+	bool app_rx_empty;		/* an application's last drain found nothing (rx_lock) */
 	struct sr_rxring *rx;
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch, or
 					 * a deferred one (rx_lock) */
@@ -371,6 +372,7 @@ static inline struct sr_cq *sr_cq(struct ibv_cq *c) { return (struct sr_cq *)c; 
 /* Adds a completion; raises the channel event when armed. Never blocks on a full CQ. */
 void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
 int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc);
+int sr_cq_poll_at(struct sr_cq *cq, int n, struct ibv_wc *wc, uint64_t now);
 /* Would a successful completion posted now raise the channel event (a consumer sleeps on it)? */
 bool sr_cq_would_notify(struct sr_cq *cq, bool solicited);
 int sr_cq_count(struct sr_cq *cq);

@@ -313,6 +313,13 @@ void sr_cq_post(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 
 int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
 {
+	return sr_cq_poll_at(cq, n, wc, sr_now_ns());
+}
+
+/* sr_cq_poll with the clock already read (`now`): an empty poll followed by a drain of the
+ * socket (sr_nic_poll_at) reads it once. */
+int sr_cq_poll_at(struct sr_cq *cq, int n, struct ibv_wc *wc, uint64_t now)
+{
 	int got = 0;
 
 	pthread_mutex_lock(&cq->lock);
@@ -320,7 +327,7 @@ int sr_cq_poll(struct sr_cq *cq, int n, struct ibv_wc *wc)
 	atomic_store_explicit(&cq->polls,
 			      atomic_load_explicit(&cq->polls, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
-	atomic_store_explicit(&cq->poll_ns, sr_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&cq->poll_ns, now, memory_order_relaxed);
 	while (got < n && cq->tail != cq->head) {
 		wc[got++] = cq->ring[cq->tail & cq->mask];
 		cq->tail++;

@@ -21,6 +21,8 @@ void sr_nic_put(struct sr_device *dev, struct sr_nic *nic);
 /* Receives and processes what is waiting, without blocking; returns packets processed or 0.
  * Called by an application polling a CQ: the progress thread then leaves the socket to it. */
 int sr_nic_poll(struct sr_nic *nic);
+/* The same with the clock already read (`now`, sr_now_ns): a CQ poll that found nothing. */
+int sr_nic_poll_at(struct sr_nic *nic, uint64_t now);
 /* The application stops polling (it is about to block): the progress thread takes over. */
 void sr_nic_app_idle(struct sr_nic *nic);
 

@@ -42,7 +42,7 @@
 #define UDP_GRO 104
 #endif
 
-#define SR_RX_BATCH 32
+#define SR_RX_BATCH SR_NET_RX_BATCH
 #define SR_RX_BUFSZ 65536	/* the largest UDP payload: room for large segments and GRO */
 #define SR_RX_CTL CMSG_SPACE(sizeof(int))
 
@@ -862,9 +862,16 @@ bool sr_net_rx_half_full(struct sr_nic *nic)
 	return mi[SK_MEMINFO_RMEM_ALLOC] > mi[SK_MEMINFO_RCVBUF] / 2;
 }
 
+static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsigned max);
+
 int sr_net_rx(struct sr_nic *nic)
 {
-	return sr_net_rx_fd(nic, nic->fd, NULL);
+	return rx_fd(nic, nic->fd, NULL, SR_RX_BATCH);
+}
+
+int sr_net_rx_upto(struct sr_nic *nic, unsigned max)
+{
+	return rx_fd(nic, nic->fd, NULL, max < 1 ? 1 : max > SR_RX_BATCH ? SR_RX_BATCH : max);
 }
 
 /* The segment size of a datagram GRO coalesced from several (0: a single one). */
@@ -900,6 +907,11 @@ static bool response_last(const uint8_t *p, size_t last, size_t seg)
 
 int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 {
+	return rx_fd(nic, fd, group, SR_RX_BATCH);
+}
+
+static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsigned max)
+{
 	struct sr_rxring *r = nic->rx;
 	int n;
 
@@ -915,7 +927,7 @@ int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 		r->msg[i].msg_hdr.msg_flags = 0;
 	}
 	r->dirty = 0;
-	n = sys_recvmmsg(fd, r->msg, SR_RX_BATCH, MSG_DONTWAIT);
+	n = sys_recvmmsg(fd, r->msg, max, MSG_DONTWAIT);
 	if (n <= 0)
 		return 0;
 	r->dirty = n;

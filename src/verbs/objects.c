@@ -136,11 +136,13 @@ int sr_v_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	if (n <= 0)
 		return 0;
-	got = sr_cq_poll(cq, n, wc);
+	uint64_t now = sr_now_ns();	/* one clock read for the CQ and the socket */
+
+	got = sr_cq_poll_at(cq, n, wc, now);
 	/* Nothing yet: receive what is waiting on the socket ourselves rather than wait for the
 	 * progress thread to wake (the latency of a thread hand-off is most of a round trip). */
-	if (!got && sr_params()->poll_rx && sr_nic_poll(cq->ctx->nic) > 0)
-		got = sr_cq_poll(cq, n, wc);
+	if (!got && sr_params()->poll_rx && sr_nic_poll_at(cq->ctx->nic, now) > 0)
+		got = sr_cq_poll_at(cq, n, wc, now);
 	return got;
 }
 
