@@ -115,6 +115,13 @@ connected "$out" "$CPID"
 sleep 1
 SRVPROG=$(pgrep -f "^$RT server -l $SR_NET.1:$P" | head -n1)
 kill -STOP "$SRVPROG"
+# The heartbeats below are only tested if the server really stood still: its state is T.
+for _ in $(seq 50); do
+	[ "$(awk '{print $3}' "/proc/$SRVPROG/stat" 2>/dev/null)" = T ] && break
+	sleep 0.02
+done
+sr_expect_eq "stop: the server (pid ${SRVPROG:-none}) is stopped" T \
+	"$(awk '{print $3}' "/proc/$SRVPROG/stat" 2>/dev/null)"
 sleep 3
 kill -CONT "$SRVPROG"
 sr_wait_pid "$CPID" 110; rc=$?
