@@ -73,34 +73,6 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 	return end < w->length ? end : w->length;
 }
 
-/*
- * Is the last packet of RDMA WRITE w (slot idx), about to leave at req.psn, followed at once
- * by another WRITE in this same pass of the requester? Then its ACK may wait: the ACKs are
- * cumulative, and the AckReq every `every` packets (at most half the window) keeps the window
- * moving. In a stream of 64 KiB WRITEs (8 packets of 8 KiB between the bench's namespaces) the
- * responder otherwise acknowledged every message, and each ACK cost the requester a receive,
- * a completer pass and a requester pass of one message, and the responder a send. Only when
- * nothing can stop the next WQE from leaving right behind this packet: a fresh (never sent)
- * plain WRITE without a fence, in RTS, with room in the window for its first packet -- so the
- * last packet the requester sends before it stops (an empty queue, a READ, a fence, a full
- * window) still asks for its ACK. (The same-host direct path never takes it: it needs nothing
- * outstanding.) SENDs and WRITEs with immediate keep an AckReq at every message end: a
- * receive completion that wakes a sleeping consumer is acknowledged before it is seen
- * (resp.c), which needs the ACK requested. A resend (sr_req_resend_one) forces its AckReq.
- */
-static bool write_follows(struct sr_qp *qp, uint32_t idx, const struct sr_swqe *w)
-{
-	const struct sr_swqe *n;
-
-	if (w->opcode != IBV_WR_RDMA_WRITE || idx != qp->req.idx || qp->state != IBV_QPS_RTS ||
-	    idx + 1 == qp->sq.head ||
-	    (uint32_t)sr_psn_diff(sr_psn_next(qp->req.psn), qp->comp.psn) >= sr_cwnd(qp))
-		return false;
-	n = sr_sq_at(&qp->sq, idx + 1);
-	return n->opcode == IBV_WR_RDMA_WRITE && n->state == SR_WQE_POSTED &&
-	       !(n->flags & IBV_SEND_FENCE);
-}
-
 /* Builds and sends the packet of WQE w (slot idx) that starts at byte req.offset with PSN
  * req.psn. Returns the bytes that packet covers, or -(ibv_wc_status) on a local error. */
 static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
@@ -163,16 +135,15 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 
 	hlen = oi->length;
 	if (sr_qp_reliable(qp)) {
-		/* An ACK at every message end (but a WRITE's followed by another: write_follows),
-		 * and often enough within a long message or a stream of them that the window
-		 * keeps moving: every ack_every packets, or every half window when the window is
-		 * smaller (the responder acknowledges only when asked). */
+		/* An ACK at every message end, and often enough within a long message that the
+		 * window keeps moving: every ack_every packets, or every half window when the window
+		 * is smaller (the responder acknowledges only when asked). */
 		uint32_t every = sr_cwnd(qp) / 2;
 
 		if (every > qp->nic->ack_every)
 			every = qp->nic->ack_every;
-		ackreq = ++qp->req.since_ackreq >= (every ? every : 1) || qp->req.force_ackreq ||
-			 (last && !write_follows(qp, idx, w));
+		ackreq = last || qp->req.force_ackreq ||
+			 ++qp->req.since_ackreq >= (every ? every : 1);
 		if (ackreq)
 			qp->req.since_ackreq = 0;
 	}
