@@ -496,6 +496,14 @@ static void req_progress(struct sr_qp *qp)
 		struct sr_swqe *w = sr_sq_at(sq, qp->req.idx);
 		int n;
 
+		if (w->state != SR_WQE_POSTED && w->status) {
+			/* The WQE that failed locally, reached again after a rewind resent what
+			 * was before it: the requester stops past it again, as it did then. */
+			qp->req.idx++;
+			qp->req.offset = 0;
+			qp->req.stalled = true;
+			break;
+		}
 		if (sr_op_is_local(w->opcode) && w->state != SR_WQE_POSTED) {
 			qp->req.idx++;	/* executed already: a rewind never repeats it */
 			continue;
@@ -508,7 +516,7 @@ static void req_progress(struct sr_qp *qp)
 				break;
 			if (sr_op_is_local(w->opcode)) {
 				if (req_local_step(qp, w))
-					return;
+					break;	/* stalled */
 				continue;
 			}
 			/* Same-host direct path: with nothing outstanding before it, a WRITE or
@@ -574,7 +582,7 @@ static void req_progress(struct sr_qp *qp)
 			qp->req.stalled = true;
 			if (qp->sq.tail == qp->req.idx - 1)
 				sr_comp_error_oldest(qp);
-			return;
+			break;	/* what was sent before it keeps its timer (below) */
 		}
 		sent = true;
 		if (w->opcode == IBV_WR_RDMA_READ) {
@@ -596,8 +604,8 @@ static void req_progress(struct sr_qp *qp)
 				sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
 		}
 	}
-	if (!sr_qp_reliable(qp))
-		return;
+	if (!sr_qp_reliable(qp) || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
+		return;	/* (a failed oldest WQE moved the QP to an error state) */
 	if (sent && was_idle)
 		qp->comp.last_progress = sr_now_ns();
 	if (sr_req_outstanding(qp) && qp->timeout_ns && !qp->on_timer_list)
@@ -674,6 +682,7 @@ void sr_req_rewind(struct sr_qp *qp, uint32_t psn)
 			uint32_t k = (uint32_t)sr_psn_diff(psn, w->first_psn);
 
 			qp->req.idx = i;
+			qp->req.stalled = false;	/* a WQE that failed locally stops it again */
 			qp->req.offset = sr_op_is_rd_atomic(w->opcode) && w->opcode != IBV_WR_RDMA_READ
 						 ? 0
 						 : k * w->seg;
