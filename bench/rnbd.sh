@@ -123,6 +123,10 @@ timeout -k 5 86400 ip netns exec "$NSB" env SOFTRDMA_NETDEV=srbv0 "$SR" run -- \
 	nbdkit -f -U "$tmp/rnbd1.sock" "$PLUGIN" device=disk.img session=bench1 \
 	path="$NET1.2@$NET1.1:$PORT_R" >"$tmp/rnbd1.log" 2>&1 &
 PIDS+=($!)
+# The read-write open first: once the migration-mode writer holds the device, a plain
+# read-write open is refused (the kernel's rule), so starting both at once was a race.
+wait_nbd "nbd+unix:///?socket=$tmp/rnbd1.sock" "$NSB" ||
+	{ tail -n 5 "$tmp"/*.log >&2 || true; die "rnbd-1path did not come up"; }
 timeout -k 5 86400 ip netns exec "$NSB" env SOFTRDMA_NETDEV=srbv0,srbv1 "$SR" run -- \
 	nbdkit -f -U "$tmp/rnbd2.sock" "$PLUGIN" device=disk.img session=bench2 access=migration \
 	path="$NET1.2@$NET1.1:$PORT_R" path="$NET2.2@$NET2.1:$PORT_R" stats="$tmp/rnbd2.stats" \
