@@ -60,32 +60,6 @@ static struct sockaddr_in loop_addr(uint16_t port_be)
 	return a;
 }
 
-static struct rdma_cm_id *client(enum rdma_port_space ps, uint16_t port_be)
-{
-	struct sockaddr_in dst = loop_addr(port_be);
-	struct rdma_cm_id *id;
-	struct rdma_cm_event *ev;
-
-	REQUIRE(rdma_create_id(ch, &id, NULL, ps) == 0);
-	REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
-	ev = cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
-	REQUIRE(ev);
-	rdma_ack_cm_event(ev);
-	REQUIRE(rdma_resolve_route(id, 2000) == 0);
-	ev = cm_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 2000);
-	REQUIRE(ev);
-	rdma_ack_cm_event(ev);
-	return id;
-}
-
-static void make_qp(struct rdma_cm_id *id, enum ibv_qp_type t)
-{
-	struct ibv_qp_init_attr a = { .qp_type = t, .cap = { .max_send_wr = 8, .max_recv_wr = 8,
-							   .max_send_sge = 1, .max_recv_sge = 1 } };
-
-	REQUIRE(rdma_create_qp(id, NULL, &a) == 0);
-}
-
 static int qp_state(struct ibv_qp *qp, struct ibv_qp_attr *a)
 {
 	struct ibv_qp_init_attr ia;
@@ -124,13 +98,13 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	uint8_t req[57], rep[197], msg[1024], got[1024];
 	struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 2,
 				     .retry_count = 7, .rnr_retry_count = 7 };
-	struct rdma_cm_id *c = client(RDMA_PS_TCP, port), *s;
+	struct rdma_cm_id *c = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", port), *s;
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
 	struct ibv_mr *cmr, *smr;
 	int64_t msgs0 = vu_stat("cm_msgs_rcvd"), mads0 = vu_stat("cm_mads_rcvd");
 
-	make_qp(c, IBV_QPT_RC);
+	cm_make_qp(c, IBV_QPT_RC);
 	fill(req, sizeof(req), 1);
 	p.private_data = req;
 	p.private_data_len = 57;
@@ -149,7 +123,7 @@ static void test_rc(struct rdma_cm_id *listen, uint16_t port)
 	CHECK_EQ(ev->param.conn.initiator_depth, 4);
 	rdma_ack_cm_event(ev);
 
-	make_qp(s, IBV_QPT_RC);
+	cm_make_qp(s, IBV_QPT_RC);
 	fill(rep, sizeof(rep), 2);
 	struct rdma_conn_param a = { .private_data = rep, .private_data_len = 197,
 				     .responder_resources = 1, .initiator_depth = 8,
@@ -238,11 +212,11 @@ static void test_reject(uint16_t port)
 {
 	uint8_t rej[149];
 	struct rdma_conn_param p = { .retry_count = 7 };
-	struct rdma_cm_id *c = client(RDMA_PS_TCP, port);
+	struct rdma_cm_id *c = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", port);
 	struct rdma_cm_event *ev;
 	double t0;
 
-	make_qp(c, IBV_QPT_RC);
+	cm_make_qp(c, IBV_QPT_RC);
 	REQUIRE(rdma_connect(c, &p) == 0);
 	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 2000);
 	REQUIRE(ev);
@@ -282,8 +256,8 @@ static void test_no_listener(void)
 	uint16_t dead = rdma_get_src_port(tmp);
 
 	rdma_destroy_id(tmp);
-	c = client(RDMA_PS_TCP, dead);
-	make_qp(c, IBV_QPT_RC);
+	c = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", dead);
+	cm_make_qp(c, IBV_QPT_RC);
 	t0 = now_s();
 	REQUIRE(rdma_connect(c, &p) == 0);
 	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 2000);
@@ -309,7 +283,7 @@ static struct rdma_cm_id *connect_accept(struct rdma_cm_id *c, int req_timeout_m
 	REQUIRE(ev);
 	s = ev->id;
 	rdma_ack_cm_event(ev);
-	make_qp(s, IBV_QPT_RC);
+	cm_make_qp(s, IBV_QPT_RC);
 	REQUIRE(rdma_accept(s, &p) == 0);
 	for (int k = 0; k < 2; k++) {
 		ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
@@ -345,14 +319,14 @@ static void test_relisten(void)
 	REQUIRE(rdma_bind_addr(l1, (struct sockaddr *)&a) == 0);
 	REQUIRE(rdma_listen(l1, 1) == 0);
 	port = rdma_get_src_port(l1);
-	c1 = client(RDMA_PS_TCP, port);
-	make_qp(c1, IBV_QPT_RC);
+	c1 = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", port);
+	cm_make_qp(c1, IBV_QPT_RC);
 	s1 = connect_accept(c1, 2000);
 	rdma_destroy_id(l1);	/* s1 lives on, and with it the port's CM socket */
 
 	/* The next REQ finds no listener yet: no REJECTED (nor anything else) at once. */
-	c2 = client(RDMA_PS_TCP, port);
-	make_qp(c2, IBV_QPT_RC);
+	c2 = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", port);
+	cm_make_qp(c2, IBV_QPT_RC);
 	REQUIRE(rdma_connect(c2, &p) == 0);
 	CHECK_EQ(poll(&pf, 1, 100), 0);
 	a = loop_addr(port);
@@ -365,7 +339,7 @@ static void test_relisten(void)
 	CHECK(ev->listen_id == l2);
 	s2 = ev->id;
 	rdma_ack_cm_event(ev);
-	make_qp(s2, IBV_QPT_RC);
+	cm_make_qp(s2, IBV_QPT_RC);
 	REQUIRE(rdma_accept(s2, &p) == 0);
 	for (int k = 0; k < 2; k++) {
 		ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
@@ -375,8 +349,8 @@ static void test_relisten(void)
 	rdma_destroy_id(l2);
 
 	/* No listener follows: rejected, at the first retransmission after 2 s. */
-	c3 = client(RDMA_PS_TCP, port);
-	make_qp(c3, IBV_QPT_RC);
+	c3 = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", port);
+	cm_make_qp(c3, IBV_QPT_RC);
 	t0 = now_s();
 	REQUIRE(rdma_connect(c3, &p) == 0);
 	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 4000);
@@ -412,8 +386,8 @@ static void test_ud(void)
 	REQUIRE(rdma_create_id(ch, &l, NULL, RDMA_PS_UDP) == 0);
 	REQUIRE(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
 	REQUIRE(rdma_listen(l, 4) == 0);
-	c = client(RDMA_PS_UDP, rdma_get_src_port(l));
-	make_qp(c, IBV_QPT_UD);
+	c = cm_client(ch, RDMA_PS_UDP, "127.0.0.1", rdma_get_src_port(l));
+	cm_make_qp(c, IBV_QPT_UD);
 	fill(req, sizeof(req), 5);
 	struct rdma_conn_param p = { .private_data = req, .private_data_len = 181 };
 
@@ -426,7 +400,7 @@ static void test_ud(void)
 	CHECK(ev->param.ud.private_data_len >= 180);
 	CHECK(same(ev->param.ud.private_data, req, 180));
 	rdma_ack_cm_event(ev);
-	make_qp(s, IBV_QPT_UD);
+	cm_make_qp(s, IBV_QPT_UD);
 	fill(rep, sizeof(rep), 6);
 	struct rdma_conn_param ap = { .private_data = rep, .private_data_len = 137 };
 
@@ -514,18 +488,18 @@ static void test_xrc(void)
 	REQUIRE(rdma_listen(l, 4) == 0);
 
 	/* An XRC_RECV QP cannot start a connection. */
-	bad = client(RDMA_PS_IB, rdma_get_src_port(l));
-	make_qp(bad, IBV_QPT_XRC_RECV);
+	bad = cm_client(ch, RDMA_PS_IB, "127.0.0.1", rdma_get_src_port(l));
+	cm_make_qp(bad, IBV_QPT_XRC_RECV);
 	CHECK(bad->qp && bad->qp->qp_type == IBV_QPT_XRC_RECV);
 	CHECK(!bad->send_cq && !bad->recv_cq);	/* no queues of its own */
 	CHECK(rdma_connect(bad, NULL) == -1 && errno == EINVAL);
 	rdma_destroy_qp(bad);
 
 	/* An XRC REQ answered by an RC QP: EINVAL; the application rejects. */
-	make_qp(bad, IBV_QPT_XRC_SEND);
+	cm_make_qp(bad, IBV_QPT_XRC_SEND);
 	CHECK(bad->send_cq && !bad->recv_cq);	/* no receive side */
 	s = xrc_request(bad);
-	make_qp(s, IBV_QPT_RC);
+	cm_make_qp(s, IBV_QPT_RC);
 	CHECK(rdma_accept(s, NULL) == -1 && errno == EINVAL);
 	REQUIRE(rdma_reject(s, NULL, 0) == 0);
 	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 2000);
@@ -537,8 +511,8 @@ static void test_xrc(void)
 	drop_conn(bad);
 
 	/* The real thing. */
-	c = client(RDMA_PS_IB, rdma_get_src_port(l));
-	make_qp(c, IBV_QPT_XRC_SEND);
+	c = cm_client(ch, RDMA_PS_IB, "127.0.0.1", rdma_get_src_port(l));
+	cm_make_qp(c, IBV_QPT_XRC_SEND);
 	s = xrc_request(c);
 
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
@@ -546,7 +520,7 @@ static void test_xrc(void)
 	REQUIRE(rdma_create_srq(s, NULL, &sa) == 0);
 	REQUIRE(s->srq && s->recv_cq && s->recv_cq_channel);
 	REQUIRE(ibv_get_srq_num(s->srq, &srqn) == 0);
-	make_qp(s, IBV_QPT_XRC_RECV);
+	cm_make_qp(s, IBV_QPT_XRC_RECV);
 	CHECK(s->qp->qp_type == IBV_QPT_XRC_RECV);
 
 	struct ibv_mr *smr = ibv_reg_mr(s->pd, got, sizeof(got), IBV_ACCESS_LOCAL_WRITE);

@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "sr_test.h"
+#include "cm_util.h"
 #include "verbs_util.h"
 
 #define WLEN ((1u << 20) + 12)
@@ -53,15 +54,6 @@ static void fill(uint8_t *b, size_t n, uint8_t seed)
 {
 	for (size_t i = 0; i < n; i++)
 		b[i] = (uint8_t)(seed + i * 7 + (i >> 12));
-}
-
-static void make_qp(struct rdma_cm_id *id)
-{
-	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
-				      .cap = { .max_send_wr = 8, .max_recv_wr = 8,
-					       .max_send_sge = 1, .max_recv_sge = 1 } };
-
-	REQUIRE(rdma_create_qp(id, NULL, &a) == 0);
 }
 
 static void wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op)
@@ -106,12 +98,12 @@ int main(int argc, char **argv)
 	rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
 	REQUIRE(rdma_resolve_route(c, 2000) == 0);
 	rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
-	make_qp(c);
+	cm_make_qp(c, IBV_QPT_RC);
 	REQUIRE(rdma_connect(c, &p) == 0);
 	ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
 	s = ev->id;
 	rdma_ack_cm_event(ev);
-	make_qp(s);
+	cm_make_qp(s, IBV_QPT_RC);
 	REQUIRE(rdma_accept(s, &p) == 0);
 	rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
 	rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));

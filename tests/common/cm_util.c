@@ -39,13 +39,14 @@ struct sockaddr_in cm_ip4(const char *ip, uint16_t port_be)
 	return a;
 }
 
-struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, const char *ip, uint16_t port_be)
+struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, enum rdma_port_space ps,
+			     const char *ip, uint16_t port_be)
 {
 	struct sockaddr_in dst = cm_ip4(ip, port_be);
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
 
-	REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_create_id(ch, &id, NULL, ps) == 0);
 	REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
 	ev = cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
 	REQUIRE(ev);
@@ -57,9 +58,9 @@ struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, const char *ip, uint
 	return id;
 }
 
-void cm_make_qp(struct rdma_cm_id *id)
+void cm_make_qp(struct rdma_cm_id *id, enum ibv_qp_type t)
 {
-	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
+	struct ibv_qp_init_attr a = { .qp_type = t,
 				      .cap = { .max_send_wr = 8, .max_recv_wr = 8,
 					       .max_send_sge = 1, .max_recv_sge = 1 } };
 
@@ -70,7 +71,7 @@ void cm_connect_and_send(struct rdma_event_channel *ch, const char *ip, uint16_t
 			 struct rdma_cm_id *late)
 {
 	struct rdma_conn_param p = { .retry_count = 7, .rnr_retry_count = 7 };
-	struct rdma_cm_id *c = cm_client(ch, ip, port_be), *s;
+	struct rdma_cm_id *c = cm_client(ch, RDMA_PS_TCP, ip, port_be), *s;
 	struct rdma_cm_event *ev;
 	char sbuf[64] = "through the bound port", rbuf[64] = "";
 	struct ibv_mr *smr, *rmr;
@@ -78,7 +79,7 @@ void cm_connect_and_send(struct rdma_event_channel *ch, const char *ip, uint16_t
 
 	/* Resolved: the device's default PD, shared with the listener's side (one device). */
 	CHECK(c->pd && c->pd->context == c->verbs);
-	cm_make_qp(c);
+	cm_make_qp(c, IBV_QPT_RC);
 	CHECK(c->qp->pd == c->pd);
 	REQUIRE(rdma_connect(c, &p) == 0);
 	if (late) {
@@ -103,7 +104,7 @@ void cm_connect_and_send(struct rdma_event_channel *ch, const char *ip, uint16_t
 		if (ah)
 			ibv_destroy_ah(ah);
 	}
-	cm_make_qp(s);
+	cm_make_qp(s, IBV_QPT_RC);
 	rmr = rdma_reg_msgs(s, rbuf, sizeof(rbuf));
 	REQUIRE(rmr);
 	REQUIRE(rdma_post_recv(s, NULL, rbuf, sizeof(rbuf), rmr) == 0);

@@ -21,11 +21,12 @@ struct rdma_cm_event *cm_expect(struct rdma_event_channel *ch, enum rdma_cm_even
 /* AF_INET address ip:port (port in network order). */
 struct sockaddr_in cm_ip4(const char *ip, uint16_t port_be);
 
-/* An RDMA_PS_TCP id on ch with ip:port resolved (address and route). */
-struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, const char *ip, uint16_t port_be);
+/* An id of port space ps on ch with ip:port resolved (address and route). */
+struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, enum rdma_port_space ps,
+			     const char *ip, uint16_t port_be);
 
-/* An RC QP of 8 send and 8 receive WRs of one SGE on the id's device, with the id's PD. */
-void cm_make_qp(struct rdma_cm_id *id);
+/* A QP of type t, 8 send and 8 receive WRs of one SGE, on the id's device with the id's PD. */
+void cm_make_qp(struct rdma_cm_id *id, enum ibv_qp_type t);
 
 /*
  * A client connects to ip:port, the listener's side accepts; a SEND crosses. Both ids are

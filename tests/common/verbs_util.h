@@ -118,6 +118,11 @@ int vu_post_send(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struc
 		 const void *addr, uint32_t len, uint32_t imm_host, unsigned flags);
 int vu_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_mr *mr,
 		 const void *addr, uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags);
+/* Two signaled RDMA WRITEs of len bytes from addr in one post: wr_id to raddr with mr's lkey,
+ * then wr_id + 1 to raddr + len with a wrong lkey (a local protection error at the requester,
+ * after the first was sent). */
+int vu_post_write_then_bad_lkey(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr,
+				const void *addr, uint32_t len, uint64_t raddr, uint32_t rkey);
 /* RDMA WRITE with immediate data imm_host (sent in network order). */
 int vu_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr, const void *addr,
 		      uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_host,

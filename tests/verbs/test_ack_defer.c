@@ -337,7 +337,7 @@ static void run_case(bool (*run)(void))
 			destroy_qp();
 		if (!again)
 			return;
-		while (!rp_quiet(&rp, DEFER_MS / 10, &(struct sr_pkt){ 0 }))
+		for (int k = 0; k < 64 && !rp_quiet(&rp, DEFER_MS / 10, &(struct sr_pkt){ 0 }); k++)
 			;	/* what the stalled case left on its way */
 		if (tries == 2) {
 			SR_FAIL("stalled three times in a row");

@@ -157,8 +157,7 @@ int main(void)
 	vu_conn_cfg_default(&c);
 	qp = vu_qp_create(&dev, cq, cq, &q);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_to_init(qp, &c) == 0 && vu_qp_to_rtr(qp, &c, NULL, 0) == 0 &&
-		vu_qp_to_rts(qp, &c) == 0);
+	REQUIRE(vu_qp_connect(qp, &c, NULL, 0) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &b, 4096, VU_ACCESS_ALL) == 0);
 
 	/* dlid Q beside the standard GID: port Q. */

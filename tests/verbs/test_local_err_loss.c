@@ -35,8 +35,6 @@ static void run(const char *repair)
 	struct ibv_qp *qp;
 	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
-	struct ibv_send_wr wr[2], *bad;
-	struct ibv_sge sge[2];
 	struct ibv_wc wc;
 	uint8_t buf[4096], hdr[64];
 	struct sr_pkt pkt;
@@ -58,20 +56,7 @@ static void run(const char *repair)
 	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
 
 	memset(lb.p, 0x5a, 64);
-	sge[0] = (struct ibv_sge){ (uintptr_t)lb.p, 64, lb.mr->lkey };
-	sge[1] = (struct ibv_sge){ (uintptr_t)lb.p, 64, lb.mr->lkey ^ 0x33 };
-	memset(wr, 0, sizeof(wr));
-	for (int i = 0; i < 2; i++) {
-		wr[i].wr_id = 1 + i;
-		wr[i].opcode = IBV_WR_RDMA_WRITE;
-		wr[i].sg_list = &sge[i];
-		wr[i].num_sge = 1;
-		wr[i].send_flags = IBV_SEND_SIGNALED;
-		wr[i].wr.rdma.remote_addr = RVA + 64 * i;
-		wr[i].wr.rdma.rkey = RKEY;
-	}
-	wr[0].next = &wr[1];
-	CHECK_EQ(ibv_post_send(qp, wr, &bad), 0);
+	CHECK_EQ(vu_post_write_then_bad_lkey(qp, 1, lb.mr, lb.p, 64, RVA, RKEY), 0);
 
 	/* The first copy is dropped; a resend must come (the IBA timeout is 16.8 ms; allow
 	 * scheduling delays on a loaded machine). */

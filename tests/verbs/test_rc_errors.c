@@ -261,24 +261,8 @@ static void test_local_prot(void)
 	REQUIRE(vu_pair_create(&dev, NULL, NULL, &p) == 0);
 	reset_bufs();
 	memset(lb.p, 0x5a, 64);
-	{
-		struct ibv_send_wr wr[2], *bad;
-		struct ibv_sge sge[2] = { { (uintptr_t)lb.p, 64, lb.mr->lkey },
-					  { (uintptr_t)lb.p, 64, lb.mr->lkey ^ 0x33 } };
-
-		memset(wr, 0, sizeof(wr));
-		for (int i = 0; i < 2; i++) {
-			wr[i].wr_id = 34 + i;
-			wr[i].opcode = IBV_WR_RDMA_WRITE;
-			wr[i].sg_list = &sge[i];
-			wr[i].num_sge = 1;
-			wr[i].send_flags = IBV_SEND_SIGNALED;
-			wr[i].wr.rdma.remote_addr = (uintptr_t)rb.p + 64 * i;
-			wr[i].wr.rdma.rkey = rb.mr->rkey;
-		}
-		wr[0].next = &wr[1];
-		CHECK_EQ(ibv_post_send(p.qp[0], wr, &bad), 0);
-	}
+	CHECK_EQ(vu_post_write_then_bad_lkey(p.qp[0], 34, lb.mr, lb.p, 64, (uintptr_t)rb.p,
+					     rb.mr->rkey), 0);
 	EXPECT_WC(p.scq[0], 34, IBV_WC_SUCCESS);
 	EXPECT_WC(p.scq[0], 35, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(memcmp(rb.p, lb.p, 64), 0);
