@@ -286,8 +286,10 @@ static bool take_rwqe(struct sr_qp *qp)
 	return true;
 }
 
+/* src_qp, slid: the UD sender's QPN and LID (0 on a connected QP). */
 static void complete_rwqe(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op,
-			  uint32_t byte_len, struct sr_pkt *pkt, uint32_t src_qp, unsigned flags)
+			  uint32_t byte_len, struct sr_pkt *pkt, uint32_t src_qp, uint16_t slid,
+			  unsigned flags)
 {
 	struct ibv_wc wc = {
 		.wr_id = qp->resp.rwqe->wr_id,
@@ -296,6 +298,7 @@ static void complete_rwqe(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_o
 		.byte_len = byte_len,
 		.qp_num = sr_qpn(qp),
 		.src_qp = src_qp,
+		.slid = slid,
 		.wc_flags = flags,
 	};
 
@@ -401,12 +404,12 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 	st = pkt->placed ? 0 : scatter(qp, qp->resp.recv_off, sr_pkt_payload(pkt), pkt->paylen);
 	if (st == IBV_WC_LOC_LEN_ERR && !rc) {
 		/* UC: the message does not fit; the WQE completes in error, the QP lives on. */
-		complete_rwqe(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, NULL, 0, 0);
+		complete_rwqe(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, NULL, 0, 0, 0);
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_too_long);
 		return RSP_DROP;
 	}
 	if (st) {
-		complete_rwqe(qp, (enum ibv_wc_status)st, IBV_WC_RECV, 0, NULL, 0, 0);
+		complete_rwqe(qp, (enum ibv_wc_status)st, IBV_WC_RECV, 0, NULL, 0, 0, 0);
 		if (rc)
 			return nak_error(qp, pkt->psn, st == IBV_WC_LOC_LEN_ERR ? SR_NAK_INVALID_REQ
 									 : SR_NAK_REM_OP_ERR);
@@ -423,14 +426,14 @@ static enum rsp do_send(struct sr_qp *qp, struct sr_pkt *pkt)
 		bool held;
 
 		if (sr_key_invalidate(qp, inv, true, pkt->psn, &held)) {
-			complete_rwqe(qp, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, NULL, 0, 0);
+			complete_rwqe(qp, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, NULL, 0, 0, 0);
 			return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
 		}
 	}
 	if (pkt->mask & SR_M_END) {
 		qp->resp.msn++;	/* (before the completion: an ACK sent with it carries the MSN) */
 		complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.recv_off, pkt,
-			      qp->attr.dest_qp_num, 0);
+			      qp->attr.dest_qp_num, 0, 0);
 	}
 	return RSP_OK;
 }
@@ -515,7 +518,7 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		qp->resp.msn++;
 		if (pkt->mask & SR_M_IMMDT)
 			complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp->resp.wlen, pkt,
-				      qp->attr.dest_qp_num, 0);
+				      qp->attr.dest_qp_num, 0, 0);
 	}
 	return RSP_OK;
 }
@@ -1231,11 +1234,15 @@ void sr_ud_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src)
 	if (st) {
 		if (st == IBV_WC_LOC_LEN_ERR)
 			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_too_long);
-		complete_rwqe(qp, (enum ibv_wc_status)st, IBV_WC_RECV, 0, NULL, 0, 0);
+		complete_rwqe(qp, (enum ibv_wc_status)st, IBV_WC_RECV, 0, NULL, 0, 0, 0);
 		return;
 	}
+	/* slid: the sender's LID, i.e. its UDP port when it is a softrdma device off 4791 (docs/
+	 * gid.md, "The LID carries the port"), else 0 as on any RoCE port (kernel rxe leaves it
+	 * 0). An address vector made from the completion as rdma-core makes one (dgid
+	 * ::ffff:a.b.c.d from the GRH area, dlid = slid) then reaches the sender's process. */
 	complete_rwqe(qp, IBV_WC_SUCCESS, IBV_WC_RECV, 40 + pkt->paylen, pkt, sr_deth_sqp(deth),
-		      IBV_WC_GRH);
+		      sr_addr_lid(src), IBV_WC_GRH);
 }
 
 void sr_resp_rcv(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_addr *src)

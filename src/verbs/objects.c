@@ -569,6 +569,7 @@ int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc,
 	memset(ah, 0, sizeof(*ah));
 	ah->is_global = 1;
 	ah->port_num = 1;
+	ah->dlid = wc->slid;	/* as rdma-core: the sender's LID, its port off 4791 (docs/gid.md) */
 	ah->sl = wc->sl;
 	ah->grh.sgid_index = 0;
 	ah->grh.hop_limit = 64;

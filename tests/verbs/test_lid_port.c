@@ -12,6 +12,11 @@
  *               UDP port Q; dlid 0, or one in the RoCEv2 source-port range (50000), sends to
  *               4791; a port GID wins over the dlid
  *   sgid_index  0 and 1 are accepted, 2 refused (EINVAL)
+ *   UD reply    a datagram the device sends to a UD QP of its own completes with wc.slid P
+ *               (the sender's LID); ibv_init_ah_from_wc gives dlid P, and an address vector
+ *               made from the completion as rdma-core makes one (dgid ::ffff:a.b.c.d from the
+ *               GRH area, dlid = wc.slid), or by ibv_create_ah_from_wc, reaches the device at
+ *               P, not 4791's owner
  *
  * The datagrams are UD SENDs, caught by plain UDP sockets on this test's address.
  */
@@ -69,13 +74,22 @@ static int arrived(int fd, int timeout_ms)
 	return n;
 }
 
+/* A UD SEND of 64 bytes through ah to QP dqpn, its completion awaited on cq. */
+static void send_ah(struct ibv_qp *qp, struct ibv_cq *cq, struct vu_buf *b, struct ibv_ah *ah,
+		    uint32_t dqpn)
+{
+	struct ibv_wc wc;
+
+	CHECK(vu_post_ud(qp, 1, ah, dqpn, 0x11111111, b->mr, b->p, 64, IBV_SEND_SIGNALED) == 0);
+	CHECK(vu_wait(cq, &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS);
+}
+
 /* A UD SEND through an AH to gid with dlid and sgid_index: 0, or the errno of ibv_create_ah. */
 static int send_to(struct ibv_qp *qp, struct ibv_cq *cq, struct vu_buf *b, const union ibv_gid *gid,
 		   uint16_t dlid, uint8_t sgid_index)
 {
 	struct ibv_ah_attr aa;
 	struct ibv_ah *ah;
-	struct ibv_wc wc;
 
 	vu_ah_attr(&aa, gid);
 	aa.dlid = dlid;
@@ -83,10 +97,81 @@ static int send_to(struct ibv_qp *qp, struct ibv_cq *cq, struct vu_buf *b, const
 	ah = ibv_create_ah(dev.pd, &aa);
 	if (!ah)
 		return errno ? errno : EIO;
-	CHECK(vu_post_ud(qp, 1, ah, 0x123456, 0x11111111, b->mr, b->p, 64, IBV_SEND_SIGNALED) == 0);
-	CHECK(vu_wait(cq, &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS);
+	send_ah(qp, cq, b, ah, 0x123456);
 	ibv_destroy_ah(ah);
 	return 0;
+}
+
+/* One datagram into rqp's receive at b->p + 2048 within 3 s: its completion (status -1 when
+ * none came). */
+static struct ibv_wc recv_one(struct ibv_qp *rqp, struct ibv_cq *rcq, struct vu_buf *b)
+{
+	struct ibv_wc wc = { .status = (enum ibv_wc_status)-1 };
+
+	if (vu_wait(rcq, &wc, 3000) != 1)
+		wc.status = (enum ibv_wc_status)-1;
+	CHECK(vu_post_recv(rqp, 2, b->mr, (char *)b->p + 2048, 40 + 1024) == 0);	/* the next */
+	return wc;
+}
+
+/*
+ * The answer to a UD datagram from this device (UDP port `port`): the receiver's completion
+ * names the sender's LID, and an address vector made from it reaches the sender's port, not
+ * 4791's owner. The datagrams go from qp (send CQ cq) to rqp (receive CQ rcq), the answers
+ * from rqp to itself, since the sender is this device.
+ */
+static void test_ud_reply(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_qp *rqp,
+			  struct ibv_cq *scq, struct ibv_cq *rcq, struct vu_buf *b, int owner,
+			  uint16_t port, const union ibv_gid *want0)
+{
+	const struct ibv_grh *grh = (const struct ibv_grh *)((char *)b->p + 2048);
+	struct ibv_ah_attr aa, back;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+
+	REQUIRE(vu_post_recv(rqp, 2, b->mr, (char *)b->p + 2048, 40 + 1024) == 0);
+	vu_ah_attr(&aa, &dev.gid);	/* the port GID: to this device */
+	ah = ibv_create_ah(dev.pd, &aa);
+	REQUIRE(ah);
+	send_ah(qp, cq, b, ah, rqp->qp_num);
+	ibv_destroy_ah(ah);
+	wc = recv_one(rqp, rcq, b);
+	REQUIRE(wc.status == IBV_WC_SUCCESS);
+	CHECK(wc.wc_flags & IBV_WC_GRH);
+	CHECK_EQ(wc.slid, port);
+
+	/* ibv_init_ah_from_wc: the sender's port GID, and its LID as the dlid (as rdma-core). */
+	CHECK_EQ(ibv_init_ah_from_wc(dev.ctx, 1, &wc, (struct ibv_grh *)grh, &back), 0);
+	CHECK(!memcmp(&back.grh.dgid, &dev.gid, 16));
+	CHECK_EQ(back.dlid, port);
+
+	/* As rdma-core's ibv_init_ah_from_wc makes it for RoCE v2 over IPv4: the GID rebuilt from
+	 * the IPv4 header's source address, the completion's slid as dlid. */
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.hop_limit = 64;
+	aa.grh.dgid.raw[10] = aa.grh.dgid.raw[11] = 0xff;
+	memcpy(&aa.grh.dgid.raw[12], (const uint8_t *)grh + 20 + 12, 4);
+	CHECK(!memcmp(&aa.grh.dgid, want0, 16));
+	aa.dlid = wc.slid;
+	ah = ibv_create_ah(dev.pd, &aa);
+	REQUIRE(ah);
+	send_ah(rqp, scq, b, ah, rqp->qp_num);
+	ibv_destroy_ah(ah);
+	wc = recv_one(rqp, rcq, b);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.slid, port);
+	CHECK_EQ(arrived(owner, 100), 0);
+
+	/* ibv_create_ah_from_wc. */
+	ah = ibv_create_ah_from_wc(dev.pd, &wc, (struct ibv_grh *)grh, 1);
+	REQUIRE(ah);
+	send_ah(rqp, scq, b, ah, rqp->qp_num);
+	ibv_destroy_ah(ah);
+	wc = recv_one(rqp, rcq, b);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(arrived(owner, 100), 0);
 }
 
 int main(void)
@@ -97,8 +182,8 @@ int main(void)
 	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 	struct vu_buf b;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
+	struct ibv_cq *cq, *scq, *rcq;
+	struct ibv_qp *qp, *rqp;
 	int owner, other, type = -1;
 	uint8_t r[2];
 	uint16_t port, q_port;
@@ -181,6 +266,18 @@ int main(void)
 	CHECK_EQ(arrived(owner, 100), 0);
 	/* There is no GID 2. */
 	CHECK_EQ(send_to(qp, cq, &b, &want0, 0, 2), EINVAL);
+
+	/* Answering a datagram from this device. */
+	scq = ibv_create_cq(dev.ctx, 16, NULL, NULL, 0);
+	rcq = ibv_create_cq(dev.ctx, 16, NULL, NULL, 0);
+	REQUIRE(scq && rcq);
+	rqp = vu_qp_create(&dev, scq, rcq, &q);
+	REQUIRE(rqp);
+	REQUIRE(vu_qp_connect(rqp, &c, NULL, 0) == 0);
+	test_ud_reply(qp, cq, rqp, scq, rcq, &b, owner, port, &want0);
+	ibv_destroy_qp(rqp);
+	ibv_destroy_cq(rcq);
+	ibv_destroy_cq(scq);
 
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
