@@ -253,6 +253,7 @@ void cm_post_event(struct cm_id *id, enum rdma_cm_event_type type, int status,
 			u->ah_attr.is_global = 1;
 			u->ah_attr.port_num = 1;
 			u->ah_attr.grh.dgid = m->gid;
+			u->ah_attr.grh.sgid_index = id->dev ? id->dev->gid_index : 0;
 			u->ah_attr.grh.hop_limit = 64;
 		}
 	} else {

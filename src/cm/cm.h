@@ -33,7 +33,8 @@
 struct cm_dev {
 	struct ibv_context *ctx;	/* opened once per process, shared by every id (as rdma-core) */
 	struct sockaddr_storage ip;	/* the device's IP address (from its GID), port 0 */
-	union ibv_gid gid;
+	union ibv_gid gid;		/* the GID naming its UDP port: its table's last */
+	uint8_t gid_index;		/* gid's index: the sgid_index of the CM's address vectors */
 	enum ibv_mtu mtu;
 	uint32_t seg;			/* large segment the NIC offers a softrdma peer (0: none) */
 	bool loopback;			/* its address is in 127.0.0.0/8 or ::1 */

@@ -122,6 +122,7 @@ int cm_devices_init(void)
 			ibv_close_device(d->ctx);
 			continue;
 		}
+		d->gid_index = (uint8_t)(pa.gid_tbl_len - 1);
 		gid_to_ip(&d->gid, &d->ip);
 		d->mtu = pa.active_mtu;
 		d->seg = sr_priv_seg_offer ? sr_priv_seg_offer(d->ctx) : 0;

@@ -538,7 +538,7 @@ static int join(struct rdma_cm_id *cid, struct sockaddr *addr, void *context, bo
 	ud.ah_attr.is_global = 1;
 	ud.ah_attr.port_num = 1;
 	ud.ah_attr.grh.dgid = mgid;
-	ud.ah_attr.grh.sgid_index = 0;
+	ud.ah_attr.grh.sgid_index = id->dev ? id->dev->gid_index : 0;
 	ud.ah_attr.grh.hop_limit = 16;
 	ud.qp_num = 0xffffff;
 	ud.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;

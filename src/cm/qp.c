@@ -54,7 +54,8 @@ int cm_fill_qp_attr(struct cm_id *id, struct ibv_qp_attr *a, int *mask)
 		a->ah_attr.is_global = 1;
 		a->ah_attr.port_num = 1;
 		a->ah_attr.grh.dgid = id->peer_gid;
-		a->ah_attr.grh.sgid_index = 0;
+		/* The GID the CM gave the peer (route.path_rec->sgid): the one naming the port. */
+		a->ah_attr.grh.sgid_index = id->dev ? id->dev->gid_index : 0;
 		a->ah_attr.grh.hop_limit = 64;
 		a->ah_attr.grh.traffic_class = id->tos;
 		a->path_mtu = id->path_mtu;

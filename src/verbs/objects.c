@@ -571,7 +571,8 @@ int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc,
 	ah->port_num = 1;
 	ah->dlid = wc->slid;	/* as rdma-core: the sender's LID, its port off 4791 (docs/gid.md) */
 	ah->sl = wc->sl;
-	ah->grh.sgid_index = 0;
+	/* The reply leaves from this device's own port: the GID naming it, the table's last. */
+	ah->grh.sgid_index = (uint8_t)(sr_gid_table_len(&sr_ctx(c)->nic->addr) - 1);
 	ah->grh.hop_limit = 64;
 	sr_gid_from_addr(&ah->grh.dgid, &src);
 	return 0;

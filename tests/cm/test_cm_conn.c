@@ -276,15 +276,8 @@ static struct rdma_cm_id *connect_accept(struct rdma_cm_id *c, int req_timeout_m
 {
 	struct rdma_conn_param p = { .retry_count = 7, .rnr_retry_count = 7 };
 	struct rdma_cm_event *ev;
-	struct rdma_cm_id *s;
+	struct rdma_cm_id *s = cm_connect_accept(ch, c, IBV_QPT_RC, &p, req_timeout_ms);
 
-	REQUIRE(rdma_connect(c, &p) == 0);
-	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, req_timeout_ms);
-	REQUIRE(ev);
-	s = ev->id;
-	rdma_ack_cm_event(ev);
-	cm_make_qp(s, IBV_QPT_RC);
-	REQUIRE(rdma_accept(s, &p) == 0);
 	for (int k = 0; k < 2; k++) {
 		ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 2000);
 		REQUIRE(ev);

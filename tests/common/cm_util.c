@@ -67,6 +67,23 @@ void cm_make_qp(struct rdma_cm_id *id, enum ibv_qp_type t)
 	REQUIRE(rdma_create_qp(id, NULL, &a) == 0);
 }
 
+struct rdma_cm_id *cm_connect_accept(struct rdma_event_channel *ch, struct rdma_cm_id *c,
+				     enum ibv_qp_type t, struct rdma_conn_param *p,
+				     int req_timeout_ms)
+{
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *s;
+
+	REQUIRE(rdma_connect(c, p) == 0);
+	ev = cm_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, req_timeout_ms);
+	REQUIRE(ev);
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	cm_make_qp(s, t);
+	REQUIRE(rdma_accept(s, p) == 0);
+	return s;
+}
+
 void cm_connect_and_send(struct rdma_event_channel *ch, const char *ip, uint16_t port_be,
 			 struct rdma_cm_id *late)
 {

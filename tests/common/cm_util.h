@@ -28,6 +28,13 @@ struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, enum rdma_port_space
 /* A QP of type t, 8 send and 8 receive WRs of one SGE, on the id's device with the id's PD. */
 void cm_make_qp(struct rdma_cm_id *id, enum ibv_qp_type t);
 
+/* rdma_connect(c, p); the CONNECT_REQUEST it makes (within req_timeout_ms) is given a QP of
+ * type t (cm_make_qp) and accepted with p. Returns the accepted id; the ESTABLISHED events are
+ * the caller's. */
+struct rdma_cm_id *cm_connect_accept(struct rdma_event_channel *ch, struct rdma_cm_id *c,
+				     enum ibv_qp_type t, struct rdma_conn_param *p,
+				     int req_timeout_ms);
+
 /*
  * A client connects to ip:port, the listener's side accepts; a SEND crosses. Both ids are
  * destroyed again. Each side's PD is the device's default PD from the moment the id has a

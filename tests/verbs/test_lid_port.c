@@ -13,7 +13,8 @@
  *               4791; a port GID wins over the dlid
  *   sgid_index  0 and 1 are accepted, 2 refused (EINVAL)
  *   UD reply    a datagram the device sends to a UD QP of its own completes with wc.slid P
- *               (the sender's LID); ibv_init_ah_from_wc gives dlid P, and an address vector
+ *               (the sender's LID); ibv_init_ah_from_wc gives dlid P and sgid_index 1 (the
+ *               GID naming the port the reply leaves from), and an address vector
  *               made from the completion as rdma-core makes one (dgid ::ffff:a.b.c.d from the
  *               GRH area, dlid = wc.slid), or by ibv_create_ah_from_wc, reaches the device at
  *               P, not 4791's owner
@@ -144,6 +145,7 @@ static void test_ud_reply(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_qp *r
 	CHECK_EQ(ibv_init_ah_from_wc(dev.ctx, 1, &wc, (struct ibv_grh *)grh, &back), 0);
 	CHECK(!memcmp(&back.grh.dgid, &dev.gid, 16));
 	CHECK_EQ(back.dlid, port);
+	CHECK_EQ(back.grh.sgid_index, 1);	/* the reply leaves from port P: GID 1 names it */
 
 	/* As rdma-core's ibv_init_ah_from_wc makes it for RoCE v2 over IPv4: the GID rebuilt from
 	 * the IPv4 header's source address, the completion's slid as dlid. */
