@@ -455,6 +455,10 @@ static int view_devices(void)
 	}
 	if (put("/sys/class/infiniband_verbs/abi_version", "6\n"))
 		return -1;
+	/* From here the library keeps its part of the view, in this process as in the program's
+	 * (engine/nic.c): closing the device this process opens takes away the port GID and LID
+	 * it wrote, which no one holds once it is closed. */
+	setenv("SOFTRDMA_VIEW", "1", 1);
 	list = ibv_get_device_list(&n);
 	if (!list) {
 		fprintf(stderr, "softrdma run: view: no devices: %s\n", strerror(errno));

@@ -1092,18 +1092,42 @@ static void gid_line(char *text, size_t size, const uint8_t *g)
 		 g[14], g[15]);
 }
 
-static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
+/* The device's directory of the view into dir, or false when there is no view to write. */
+static bool view_dir(const struct sr_device *d, char *dir, size_t size)
 {
 	const char *v = getenv("SOFTRDMA_VIEW");
+
+	if (!v || strcmp(v, "1"))
+		return false;
+	snprintf(dir, size, "/sys/class/infiniband/%s", d->ibdev.name);
+	return !access(dir, W_OK);
+}
+
+/* Removes the GID entries from index n on (gids/N with its type and netdev): the table is n
+ * long now. The view never holds more than a few (gid_tbl_len is 1 or 2). */
+static void view_trim(const char *dir, int n)
+{
+	char path[460];
+
+	for (int i = n; i < 8; i++) {
+		snprintf(path, sizeof(path), "%s/ports/1/gids/%d", dir, i);
+		if (unlink(path))
+			break;
+		snprintf(path, sizeof(path), "%s/ports/1/gid_attrs/types/%d", dir, i);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/ports/1/gid_attrs/ndevs/%d", dir, i);
+		unlink(path);
+	}
+}
+
+static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
+{
 	char dir[400], text[64], path[460];
 	union ibv_gid g;
 	uint64_t guid;
 	FILE *f;
 
-	if (!v || strcmp(v, "1"))
-		return;
-	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s", d->ibdev.name);
-	if (access(dir, W_OK))
+	if (!view_dir(d, dir, sizeof(dir)))
 		return;
 	guid = be64toh(sr_device_guid(d));
 	snprintf(text, sizeof(text), "%04x:%04x:%04x:%04x\n", (unsigned)(guid >> 48) & 0xffff,
@@ -1112,12 +1136,15 @@ static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 	view_put(dir, "node_guid", text);
 	view_put(dir, "sys_image_guid", text);
 	/* The GID table and LID as ibv_query_gid / ibv_query_port give them (docs/gid.md): a
-	 * device on another UDP port than 4791 has a second GID (its port GID) and a LID. */
+	 * device on another UDP port than 4791 has a second GID (its port GID) and a LID. What
+	 * lies past the table (the port GID of a process on another port that ended without
+	 * closing the device) goes. */
 	for (int i = 0; !sr_gid_at(&nic->addr, i, &g); i++) {
 		gid_line(text, sizeof(text), g.raw);
 		snprintf(path, sizeof(path), "ports/1/gids/%d", i);
 		view_put(dir, path, text);
 	}
+	view_trim(dir, sr_gid_table_len(&nic->addr));
 	snprintf(text, sizeof(text), "0x%x\n", sr_addr_lid(&nic->addr));
 	view_put(dir, "ports/1/lid", text);
 	if (sr_gid_table_len(&nic->addr) > 1) {
@@ -1131,6 +1158,31 @@ static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 			fclose(f);
 		}
 	}
+}
+
+/* The NIC is closed: its port is no one's now. A port GID it put in the view, and its port as
+ * the LID, are taken away, as long as they are still its own (another process of the program
+ * may have opened the device since); GID 0, the address, stays. */
+static void view_release(struct sr_device *d, const struct sr_nic *nic)
+{
+	char dir[400], want[64], text[64] = "", path[460];
+	union ibv_gid g;
+	FILE *f;
+
+	if (!sr_addr_lid(&nic->addr) || sr_gid_at(&nic->addr, 1, &g) || !view_dir(d, dir, sizeof(dir)))
+		return;
+	gid_line(want, sizeof(want), g.raw);
+	snprintf(path, sizeof(path), "%s/ports/1/gids/1", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = '\0';
+	fclose(f);
+	if (strcmp(text, want))
+		return;
+	view_trim(dir, 1);
+	view_put(dir, "ports/1/lid", "0x0\n");
 }
 
 int sr_nic_get(struct sr_device *d, struct sr_nic **out)
@@ -1158,8 +1210,10 @@ void sr_nic_put(struct sr_device *d, struct sr_nic *mine)
 		d->nic = NULL;
 	}
 	pthread_mutex_unlock(&d->lock);
-	if (nic)
+	if (nic) {
+		view_release(d, nic);
 		nic_destroy(nic);
+	}
 }
 
 /*

@@ -7,7 +7,8 @@
 # "RoCE v2", the GID's net device, NUMA node, CPUs, infiniband_verbs/uverbs0), agreeing with
 # what ibv_devinfo says in the same view; ibv_devices still lists softrdma0; the rest of /dev
 # and /sys/class is as it was; nothing outside the program's view changes; --no-view shows
-# nothing. Between network namespaces, the GID's net device is the veth.
+# nothing. Between network namespaces, the GID's net device is the veth. A device that took
+# another port than 4791 shows gids/1 and its LID only while a process holds it there.
 
 . "$(dirname "$0")/lib.sh"
 need_build
@@ -112,6 +113,63 @@ else
 	chmod 0777 "$SR_TMP"
 	probe nobody setpriv --reuid=65534 --regid=65534 --clear-groups
 	check_view nobody nobody
+fi
+
+# The GID table's life (docs/view.md): on a fixed address whose 4791 another process holds,
+# the device takes another port, and the view shows gids/1 (the port GID) and the port as LID
+# only while a process of the program holds the device there. Run's own device is closed before
+# the program starts; a closed device leaves none; a process killed with the device open
+# leaves its gids/1 until the next one opens the device on 4791.
+LIFE='
+S=/sys/class/infiniband/softrdma0/ports/1
+show() { echo "$1_gid1=$(cat $S/gids/1 2>/dev/null || echo none)"; echo "$1_lid=$(cat $S/lid)"
+	echo "$1_type1=$(cat $S/gid_attrs/types/1 2>/dev/null || echo none)"; }
+show run
+ibv_devinfo >/dev/null 2>&1
+show closed
+ibv_rc_pingpong -p $PP >/dev/null 2>&1 &
+pp=$!
+# ndevs/1 is the last file the library writes when it opens the device (engine/nic.c)
+for i in $(seq 100); do [ -e $S/gid_attrs/ndevs/1 ] && break; sleep 0.1; done
+show open
+kill -9 $pp; wait $pp 2>/dev/null
+show killed
+kill $HOLDER; while kill -0 $HOLDER 2>/dev/null; do sleep 0.05; done
+ibv_devinfo >/dev/null 2>&1
+show moved
+'
+if command -v ibv_rc_pingpong >/dev/null; then
+	LA=127.94.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))
+	timeout -k 5 $T python3 -c 'import socket,sys,time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 4791))
+open(sys.argv[2], "w").close(); time.sleep(60)' "$LA" "$SR_TMP/held" &
+	holder=$!
+	for _ in $(seq 100); do [ -e "$SR_TMP/held" ] && break; sleep 0.05; done
+	HOLDER=$holder PP=$((20000 + RANDOM % 10000)) SOFTRDMA_ADDR=$LA timeout -k 5 $T "$SR" run -- \
+		sh -c "$LIFE" >"$SR_TMP/life.kv" 2>"$SR_TMP/life.err"
+	kill $holder 2>/dev/null; wait $holder 2>/dev/null
+	cat "$SR_TMP/life.kv"
+	og=$(kv life open_gid1)
+	sr_expect_eq "life: run's own device, closed, leaves no gids/1" none "$(kv life run_gid1)"
+	sr_expect_eq "life: ... nor its port as LID" 0x0 "$(kv life run_lid)"
+	sr_expect_eq "life: a closed device leaves no gids/1" none "$(kv life closed_gid1)"
+	sr_expect_eq "life: ... nor gid_attrs/types/1" none "$(kv life closed_type1)"
+	sr_expect_eq "life: ... nor its LID" 0x0 "$(kv life closed_lid)"
+	case "$og" in
+	0000:0000:0000:0000:????:ffff:*) sr_ok "life: an open device off 4791 shows its port GID ($og)" ;;
+	*) sr_fail "life: an open device off 4791 shows gids/1 '$og', not a port GID" ;;
+	esac
+	sr_expect_eq "life: ... and its port as LID" "0x$(echo "$og" | cut -d: -f5 | sed 's/^0*//')" \
+		"$(kv life open_lid)"
+	sr_expect_eq "life: ... of type RoCE v2" "RoCE v2" "$(kv life open_type1)"
+	sr_expect_eq "life: a process killed with the device open leaves its gids/1" "$og" \
+		"$(kv life killed_gid1)"
+	sr_expect_eq "life: on 4791 (the holder gone), the killed process's gids/1 is gone" none \
+		"$(kv life moved_gid1)"
+	sr_expect_eq "life: ... and gid_attrs/types/1" none "$(kv life moved_type1)"
+	sr_expect_eq "life: ... and the LID is 0" 0x0 "$(kv life moved_lid)"
+else
+	echo "(no ibv_rc_pingpong: the GID table's life not checked)"
 fi
 
 # --no-view: the program sees the host's /dev and /sys (no softrdma device in them).
