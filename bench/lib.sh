@@ -1,4 +1,4 @@
-# bench/lib.sh: the start that bench/cmtime.sh, mpi.sh, rnbd.sh and rtrs.sh share. Sourced
+# bench/lib.sh: the start that bench/cmtime.sh, mpi.sh, rnbd.sh, rnbd-ab.sh and rtrs.sh share. Sourced
 # first thing, after `set`:  . "$(dirname "$0")/lib.sh"
 #
 # Sets ROOT (the repository), BUILD (env, default build), SR (build/bin/softrdma), RESULTS (env,
@@ -14,6 +14,14 @@
 #                           OPTs, each taking a value stored in its VAR; anything else prints
 #                           the usage (bench_usage LAST). Not as root, the netns scenario is then
 #                           left out of ONLY (with a note).
+#   bench_netns TAG N       for a benchmark between two network namespaces (root): scratch
+#                           directories tmp (/tmp) and exp (/dev/shm: tmpfs), namespaces NSA and
+#                           NSB joined by N veth pairs srbv0..srbvN-1 (MTU VETH_MTU), the i-th on
+#                           the /24 NETS[i] (.1 in A, .2 in B), and PIDS: background processes
+#                           to end. On exit the processes are ended and all of it removed.
+#   bench_rnbd_server LOG CMD...   runs CMD (rnbd-server, under softrdma run) in namespace A in
+#                           the background, its output in LOG, and waits up to 10 s for it to
+#                           export; exit 1 with its log if it does not
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 SR="$BUILD/bin/softrdma"
@@ -72,4 +80,63 @@ bench_args() {
 		echo "$BENCH: not root: the namespaces scenario is left out" >&2
 		ONLY=${ONLY//netns/}
 	fi
+}
+
+bench_netns() {
+	local tag=$1 n=$2 i net
+	tmp=$(mktemp -d "/tmp/softrdma-bench-$tag.XXXXXX")
+	exp=$(mktemp -d "/dev/shm/softrdma-bench-$tag.XXXXXX")
+	NSA=sr$tag-a-$$
+	NSB=sr$tag-b-$$
+	PIDS=()
+	NETS=()
+	BENCH_LINKS=$n
+	trap bench_netns_cleanup EXIT
+	trap 'exit 130' INT TERM
+	ip netns add "$NSA" && ip netns add "$NSB" || bench_netns_fail
+	for ((i = 0; i < n; i++)); do
+		net=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
+		while [[ " ${NETS[*]} " == *" $net "* ]]; do
+			net=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
+		done
+		NETS+=("$net")
+		ip link add "bnA$i-$$" type veth peer name "bnB$i-$$" &&
+			ip link set "bnA$i-$$" netns "$NSA" && ip link set "bnB$i-$$" netns "$NSB" &&
+			ip -n "$NSA" link set "bnA$i-$$" name srbv$i &&
+			ip -n "$NSB" link set "bnB$i-$$" name srbv$i &&
+			ip -n "$NSA" addr add "$net.1/24" dev srbv$i &&
+			ip -n "$NSB" addr add "$net.2/24" dev srbv$i &&
+			ip -n "$NSA" link set srbv$i mtu "$VETH_MTU" &&
+			ip -n "$NSB" link set srbv$i mtu "$VETH_MTU" &&
+			ip -n "$NSA" link set srbv$i up && ip -n "$NSB" link set srbv$i up ||
+			bench_netns_fail
+	done
+	ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up || bench_netns_fail
+	for _ in $(seq 100); do
+		[ "$(ip -n "$NSB" link show | grep -c LOWER_UP)" -gt "$n" ] &&
+			[ "$(ip -n "$NSA" link show | grep -c LOWER_UP)" -gt "$n" ] && return 0
+		sleep 0.05
+	done
+	bench_netns_fail
+}
+bench_netns_fail() {
+	echo "$BENCH: could not set up network namespaces" >&2
+	exit 1
+}
+bench_netns_cleanup() {
+	local p i
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	ip netns del "$NSA" 2>/dev/null || true
+	ip netns del "$NSB" 2>/dev/null || true
+	for ((i = 0; i < BENCH_LINKS; i++)); do ip link del "bnA$i-$$" 2>/dev/null || true; done
+	rm -rf "$tmp" "$exp"
+}
+bench_rnbd_server() {
+	local log=$1
+	shift
+	timeout -k 5 86400 ip netns exec "$NSA" "$@" >"$log" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 100); do grep -q exporting "$log" && break; sleep 0.1; done
+	grep -q exporting "$log" || { cat "$log" >&2; echo "$BENCH: rnbd-server did not start" >&2; exit 1; }
 }

@@ -17,6 +17,8 @@
 # ratio B/A, median completion latency A and B (us).
 set -euo pipefail
 
+# VETH_MTU BENCH, bench_netns bench_rnbd_server
+. "$(dirname "$0")/lib.sh"
 PAIRS=4
 RUNTIME=3
 SIZE_MB=64
@@ -44,7 +46,6 @@ done
 [ ${#POINTS[@]} -gt 0 ] || POINTS=(randread-4k-qd1:randread:4k:1)
 BA=$(cd "$1" && pwd)
 BB=$(cd "$2" && pwd)
-VETH_MTU=${VETH_MTU:-9000}
 SERVER_ARGS=${SERVER_ARGS:-"--chunk-size 262144 --sess-queue-depth 128"}
 CLIENT_ENV=${CLIENT_ENV:-}
 A_PLUGIN=${A_PLUGIN:-}
@@ -57,53 +58,20 @@ for b in "$BA" "$BB"; do
 	done
 done
 
-tmp=$(mktemp -d /tmp/softrdma-rnbd-ab.XXXXXX)
-exp=$(mktemp -d /dev/shm/softrdma-rnbd-ab.XXXXXX)
-NSA=srab-a-$$
-NSB=srab-b-$$
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	ip netns del "$NSA" 2>/dev/null || true
-	ip netns del "$NSB" 2>/dev/null || true
-	ip link del "srabA$$" 2>/dev/null || true
-	rm -rf "$tmp" "$exp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-NET=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "srabA$$" type veth peer name "srabB$$"
-ip link set "srabA$$" netns "$NSA"
-ip link set "srabB$$" netns "$NSB"
-ip -n "$NSA" link set "srabA$$" name srab0
-ip -n "$NSB" link set "srabB$$" name srab0
-for ns in "$NSA" "$NSB"; do
-	ip -n "$ns" link set srab0 mtu "$VETH_MTU"
-	ip -n "$ns" link set srab0 up
-	ip -n "$ns" link set lo up
-done
-ip -n "$NSA" addr add "$NET.1/24" dev srab0
-ip -n "$NSB" addr add "$NET.2/24" dev srab0
-sleep 0.5
+# Scratch, the namespaces and their veth pair srbv0, processes, cleanup (bench/lib.sh).
+bench_netns ab 1
+NET=${NETS[0]}
 timeout 60 dd if=/dev/urandom of="$exp/disk.img" bs=1M count="$SIZE_MB" status=none
 
 PORT=$((20000 + RANDOM % 10000))
 start_side() {	# X BUILD PORT EXTRA_SERVER_ARGS EXTRA_PLUGIN_ARGS EXTRA_NBDKIT_OPTIONS
 	local x=$1 b=$2 port=$3 extra=$4 pextra=$5 nextra=$6
 	# shellcheck disable=SC2086
-	timeout -k 5 7200 ip netns exec "$NSA" env SOFTRDMA_NETDEV=srab0 "${CHRT[@]}" \
+	bench_rnbd_server "$tmp/srv-$x.log" env SOFTRDMA_NETDEV=srbv0 "${CHRT[@]}" \
 		"$b/bin/softrdma" run -- "$b/bin/rnbd-server" --search-path "$exp" --listen "$NET.1" \
-		--port "$port" --no-direct $SERVER_ARGS $extra >"$tmp/srv-$x.log" 2>&1 &
-	PIDS+=($!)
-	for _ in $(seq 100); do grep -q exporting "$tmp/srv-$x.log" && break; sleep 0.1; done
-	grep -q exporting "$tmp/srv-$x.log" || { cat "$tmp/srv-$x.log" >&2; exit 1; }
+		--port "$port" --no-direct $SERVER_ARGS $extra
 	# shellcheck disable=SC2086
-	timeout -k 5 7200 ip netns exec "$NSB" env SOFTRDMA_NETDEV=srab0 $CLIENT_ENV "${CHRT[@]}" \
+	timeout -k 5 7200 ip netns exec "$NSB" env SOFTRDMA_NETDEV=srbv0 $CLIENT_ENV "${CHRT[@]}" \
 		"$b/bin/softrdma" run -- nbdkit -f $nextra -U "$tmp/$x.sock" "$b/lib/nbdkit-rnbd-plugin.so" \
 		device=disk.img session=ab$x path="$NET.2@$NET.1:$port" $pextra \
 		>"$tmp/clt-$x.log" 2>&1 &
@@ -130,7 +98,7 @@ run() {
 		--iodepth="$qd" --size="${SIZE_MB}m" --time_based --runtime="$RUNTIME" \
 		--output-format=json --output="$out" >/dev/null 2>"$tmp/fio.err" || {
 		echo "rnbd-ab.sh: fio through $x failed:" >&2
-		tail -3 "$tmp/fio.err" "$tmp/clt-$x.log" "$tmp/srv-$x.log" >&2
+		tail -n 3 "$tmp/fio.err" "$tmp/clt-$x.log" "$tmp/srv-$x.log" >&2
 		echo "NA NA"
 		return
 	}

@@ -42,49 +42,10 @@ bench_build
 bench_need nbdkit nbdinfo fio python3 ip
 bench_have "$SR" "$SERVER" "$PLUGIN"
 
-# --- scratch, processes, cleanup ----------------------------------------------------------------
-tmp=$(mktemp -d /tmp/softrdma-bench-rnbd.XXXXXX)
-exp=$(mktemp -d /dev/shm/softrdma-bench-rnbd.XXXXXX)	# tmpfs: no disk under any of them
-NSA=srrnbd-a-$$
-NSB=srrnbd-b-$$
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	ip netns del "$NSA" 2>/dev/null || true
-	ip netns del "$NSB" 2>/dev/null || true
-	ip link del "srrA$$" 2>/dev/null || true
-	ip link del "srrC$$" 2>/dev/null || true
-	rm -rf "$tmp" "$exp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-NET1=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-NET2=10.$((100 + RANDOM % 100)).$((RANDOM % 256))
-while [ "$NET2" = "$NET1" ]; do NET2=10.$((100 + RANDOM % 100)).$((RANDOM % 256)); done
-setup_netns() {
-	ip netns add "$NSA" && ip netns add "$NSB" || return 1
-	local i a b net
-	for i in 0 1; do
-		if [ $i = 0 ]; then a=srrA$$ b=srrB$$ net=$NET1; else a=srrC$$ b=srrD$$ net=$NET2; fi
-		ip link add "$a" type veth peer name "$b" &&
-			ip link set "$a" netns "$NSA" && ip link set "$b" netns "$NSB" &&
-			ip -n "$NSA" link set "$a" name srbv$i && ip -n "$NSB" link set "$b" name srbv$i &&
-			ip -n "$NSA" addr add "$net.1/24" dev srbv$i && ip -n "$NSB" addr add "$net.2/24" dev srbv$i &&
-			ip -n "$NSA" link set srbv$i mtu "$VETH_MTU" && ip -n "$NSB" link set srbv$i mtu "$VETH_MTU" &&
-			ip -n "$NSA" link set srbv$i up && ip -n "$NSB" link set srbv$i up || return 1
-	done
-	ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up || return 1
-	for _ in $(seq 100); do
-		[ "$(ip -n "$NSB" link show | grep -c LOWER_UP)" -ge 3 ] &&
-			[ "$(ip -n "$NSA" link show | grep -c LOWER_UP)" -ge 3 ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
-setup_netns || { echo "bench/rnbd.sh: could not set up network namespaces" >&2; exit 1; }
+# --- scratch, the namespaces and their two veth pairs, processes, cleanup (bench/lib.sh) ---------
+bench_netns rnbd 2
+NET1=${NETS[0]}
+NET2=${NETS[1]}
 
 # The export: written once with random bytes (reads return data, not holes).
 timeout 120 dd if=/dev/urandom of="$exp/disk.img" bs=1M count="$SIZE_MB" status=none
@@ -105,12 +66,9 @@ PORT_T=$((PORT_R + 1))
 # on tmpfs, so the server does its IO on the RTRS event thread: --sync-io auto). 256 KiB RTRS
 # chunks (128 per session, 32 MiB) so that a 128 KiB request is one RTRS request, not 124 KiB
 # + 4 KiB as with the kernel's default 128 KiB chunk (docs/rnbd.md, "Performance").
-timeout -k 5 86400 ip netns exec "$NSA" env SOFTRDMA_NETDEV=srbv0,srbv1 "$SR" run -- \
+bench_rnbd_server "$tmp/rnbd-server.log" env SOFTRDMA_NETDEV=srbv0,srbv1 "$SR" run -- \
 	"$SERVER" --search-path "$exp" --listen "$NET1.1" --listen "$NET2.1" --port "$PORT_R" \
-	--no-direct --chunk-size 262144 --sess-queue-depth 128 >"$tmp/rnbd-server.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do grep -q exporting "$tmp/rnbd-server.log" && break; sleep 0.1; done
-grep -q exporting "$tmp/rnbd-server.log" || { cat "$tmp/rnbd-server.log" >&2; die "rnbd-server did not start"; }
+	--no-direct --chunk-size 262144 --sess-queue-depth 128
 # A: nbdkit file over TCP on veth 1, and over a Unix socket
 timeout -k 5 86400 ip netns exec "$NSA" nbdkit -f -p "$PORT_T" -i "$NET1.1" file "$exp/disk.img" \
 	>"$tmp/nbd-tcp.log" 2>&1 &

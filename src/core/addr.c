@@ -59,6 +59,11 @@ int sr_gid_at(const struct sr_addr *a, int index, union ibv_gid *gid)
 	return 0;
 }
 
+uint16_t sr_gid_port(const union ibv_gid *gid)
+{
+	return gid_is_v4(gid->raw) ? sr_ld_be16(&gid->raw[8]) : 0;
+}
+
 int sr_addr_from_gid(struct sr_addr *a, const union ibv_gid *gid)
 {
 	static const uint8_t zero16[16];
@@ -67,7 +72,7 @@ int sr_addr_from_gid(struct sr_addr *a, const union ibv_gid *gid)
 	if (!memcmp(gid->raw, zero16, 16))
 		return -EINVAL;
 	if (gid_is_v4(gid->raw)) {
-		uint16_t port = sr_ld_be16(&gid->raw[8]);
+		uint16_t port = sr_gid_port(gid);
 
 		a->family = AF_INET;
 		memcpy(&a->v4, &gid->raw[12], 4);

@@ -47,6 +47,9 @@ uint16_t sr_addr_lid(const struct sr_addr *a);
 /* The UDP port a dlid names beside an IPv4 GID of the standard form, or 0 when it names none:
  * 1024..49151 only (never a well-known port, never a RoCEv2 sender's entropy source port). */
 uint16_t sr_lid_port(uint16_t dlid);
+/* The UDP port an IPv4 GID names in its bytes 8-9 (the port GID form), or 0 when it names none
+ * (the standard ::ffff:a.b.c.d, or not an IPv4 GID). */
+uint16_t sr_gid_port(const union ibv_gid *gid);
 /* 0, or -EINVAL for a GID softrdma cannot route (all zero, multicast handled elsewhere). */
 int sr_addr_from_gid(struct sr_addr *a, const union ibv_gid *gid);
 bool sr_addr_eq(const struct sr_addr *a, const struct sr_addr *b);

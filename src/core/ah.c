@@ -25,8 +25,7 @@ int sr_ah_resolve(struct sr_nic *nic, const struct ibv_ah_attr *attr, struct sr_
 	 * the port of a softrdma device that could not have 4791 on its address, which reports
 	 * its port as its LID (docs/gid.md, "The LID carries the port"). A standard RoCE peer
 	 * reports LID 0. */
-	if (dst->family == AF_INET && !attr->grh.dgid.raw[8] && !attr->grh.dgid.raw[9] &&
-	    sr_lid_port(attr->dlid))
+	if (dst->family == AF_INET && !sr_gid_port(&attr->grh.dgid) && sr_lid_port(attr->dlid))
 		dst->port = sr_lid_port(attr->dlid);
 	return 0;
 }

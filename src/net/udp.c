@@ -42,15 +42,14 @@
 #define UDP_GRO 104
 #endif
 
-#define SR_RX_BATCH SR_NET_RX_BATCH
 #define SR_RX_BUFSZ 65536	/* the largest UDP payload: room for large segments and GRO */
 #define SR_RX_CTL CMSG_SPACE(sizeof(int))
 
 struct sr_rxring {
-	struct mmsghdr msg[SR_RX_BATCH];
-	struct iovec iov[SR_RX_BATCH];
-	struct sockaddr_storage src[SR_RX_BATCH];
-	uint8_t ctl[SR_RX_BATCH][SR_RX_CTL] __attribute__((aligned(8)));
+	struct mmsghdr msg[SR_NET_RX_BATCH];
+	struct iovec iov[SR_NET_RX_BATCH];
+	struct sockaddr_storage src[SR_NET_RX_BATCH];
+	uint8_t ctl[SR_NET_RX_BATCH][SR_RX_CTL] __attribute__((aligned(8)));
 	uint8_t *buf;
 	/* The headers the kernel may have changed since they were last set (the first `dirty`
 	 * ones), and the control length they were set with: an idle poll that finds nothing
@@ -182,10 +181,10 @@ int sr_net_open(struct sr_nic *nic)
 	nic->rx = calloc(1, sizeof(*nic->rx));
 	if (!nic->rx)
 		return -ENOMEM;
-	nic->rx->buf = malloc((size_t)SR_RX_BATCH * SR_RX_BUFSZ);
+	nic->rx->buf = malloc((size_t)SR_NET_RX_BATCH * SR_RX_BUFSZ);
 	if (!nic->rx->buf)
 		return -ENOMEM;
-	for (int i = 0; i < SR_RX_BATCH; i++) {
+	for (int i = 0; i < SR_NET_RX_BATCH; i++) {
 		struct msghdr *h = &nic->rx->msg[i].msg_hdr;
 
 		nic->rx->iov[i].iov_base = nic->rx->buf + (size_t)i * SR_RX_BUFSZ;
@@ -195,7 +194,7 @@ int sr_net_open(struct sr_nic *nic)
 		h->msg_iovlen = 1;
 		h->msg_control = nic->rx->ctl[i];
 	}
-	nic->rx->dirty = SR_RX_BATCH;
+	nic->rx->dirty = SR_NET_RX_BATCH;
 
 	/* GRO: a run of equal packets from one sender may arrive as one datagram (a GSO send
 	 * that crossed lo or a veth unsegmented, or packets a NIC coalesced); rx splits it. */
@@ -866,12 +865,12 @@ static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsign
 
 int sr_net_rx(struct sr_nic *nic)
 {
-	return rx_fd(nic, nic->fd, NULL, SR_RX_BATCH);
+	return rx_fd(nic, nic->fd, NULL, SR_NET_RX_BATCH);
 }
 
 int sr_net_rx_upto(struct sr_nic *nic, unsigned max)
 {
-	return rx_fd(nic, nic->fd, NULL, max < 1 ? 1 : max > SR_RX_BATCH ? SR_RX_BATCH : max);
+	return rx_fd(nic, nic->fd, NULL, max < 1 ? 1 : max > SR_NET_RX_BATCH ? SR_NET_RX_BATCH : max);
 }
 
 /* The segment size of a datagram GRO coalesced from several (0: a single one). */
@@ -907,7 +906,7 @@ static bool response_last(const uint8_t *p, size_t last, size_t seg)
 
 int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 {
-	return rx_fd(nic, fd, group, SR_RX_BATCH);
+	return rx_fd(nic, fd, group, SR_NET_RX_BATCH);
 }
 
 static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsigned max)
@@ -919,7 +918,7 @@ static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsign
 
 	if (ctl != r->ctllen) {
 		r->ctllen = ctl;
-		r->dirty = SR_RX_BATCH;
+		r->dirty = SR_NET_RX_BATCH;
 	}
 	for (int i = 0; i < r->dirty; i++) {
 		r->msg[i].msg_hdr.msg_namelen = sizeof(r->src[i]);
