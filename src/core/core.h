@@ -115,6 +115,8 @@ struct sr_nic {
 	_Atomic bool rx_watching;	/* the progress thread watches a polling application */
 	_Atomic bool backlog_off;	/* a backlog outlasted the pause: no pause until one is polled */
 	_Atomic bool rx_paused;		/* the progress thread leaves the socket to the application */
+	_Atomic int chan_waits;		/* channels whose blocking waits watch the socket (wfd):
+					 * the thread's registration is then exclusive (nic.c) */
 	_Atomic uint64_t rx_empty_ns;	/* when an application's drain last found nothing */
 	_Atomic uint64_t app_poll_end_ns; /* when an application's last poll returned */
 	_Atomic uint64_t app_spin_ns;	/* since when it has polled in a tight loop for nothing */
@@ -337,6 +339,8 @@ struct sr_channel {
 	pthread_mutex_t lock;
 	struct sr_cq **q;		/* CQs with a pending event, FIFO */
 	uint32_t head, tail, cap;
+	int wfd;			/* blocking waits: epoll {ch.fd, the NIC's socket}, or -1 */
+	int wsock;			/* the socket fd registered in wfd (-1: none) */
 };
 
 struct sr_cq {
@@ -780,6 +784,9 @@ struct sr_engine_hooks {
 	void (*qp_final_ack)(struct sr_qp *qp);
 	/* core/qp.c, no lock: destroyed: leave every multicast group (as uverbs does). */
 	void (*qp_detach_mcast)(struct sr_qp *qp);
+	/* core/cq.c: a completion channel's consumer takes what waits on the socket itself
+	 * (receive lock taken, or tried when !wait); returns the datagrams taken. */
+	int (*chan_rx)(struct sr_nic *nic, bool wait);
 };
 
 /* Path MTU enum <-> bytes. */

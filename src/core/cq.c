@@ -5,8 +5,8 @@
  * Channel and async event "fds" are eventfds used as level flags: non-zero exactly while the
  * FIFO next to them holds an event (set on empty -> non-empty, cleared on non-empty -> empty,
  * both under the FIFO's lock), so poll()/epoll see them readable exactly while an event waits.
- * A blocking get sleeps in poll() like the kernel's uverbs files do, and O_NONBLOCK set by the
- * application is honoured. Destroying an object withdraws its undelivered events; a count per
+ * A blocking get sleeps like the kernel's uverbs files do (a channel's also on the NIC's
+ * socket: see "completion channel" below), and O_NONBLOCK set by the application is honoured. Destroying an object withdraws its undelivered events; a count per
  * event would then go stale (readable, yet a read that blocks forever).
  *
  * A full CQ is an error of the CQ (IBA 11.4.2.1: CQ overrun): the completion is dropped and
@@ -17,10 +17,12 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/fd.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -73,6 +75,75 @@ static int flag_wait(int fd)
 }
 
 /* ---- completion channel -------------------------------------------------------------------- */
+/*
+ * A consumer asleep in ibv_get_cq_event is woken by the datagram itself (param chan_rx).
+ * Without it, it was woken in two hops: the datagram woke the progress thread, which received
+ * it, pushed the event and wrote the channel's flag, which woke the consumer (a thread
+ * hand-off per message, on 2 cores about half of an event-driven ping-pong's round trip).
+ *
+ * A blocking ibv_get_cq_event that finds nothing sleeps in epoll_wait on an internal epoll
+ * (wfd) holding the channel's flag and the NIC's socket, the socket registered EPOLLEXCLUSIVE,
+ * as the progress thread's is while any channel does this (nic->chan_waits; engine/nic.c). The
+ * kernel wakes one exclusive waiter per datagram, in registration order, and counts an epoll as
+ * woken only if a thread sleeps in epoll_wait on it: a consumer asleep here takes the datagram
+ * alone and receives it through the path a polling application uses (the receive lock waited
+ * for: its holder may be receiving this channel's event), then looks at its queue again. When
+ * no consumer sleeps, the thread is woken as before, so a datagram is never left waiting
+ * because a consumer stopped waiting; the thread re-registers its socket at each re-arm
+ * (EPOLL_CTL_ADD puts it behind every channel). A datagram for another channel's CQ is
+ * received all the same and makes that channel's event (one wake-up, as the thread's was).
+ * Timers and deferred ACKs stay with the thread (a deferral kicks it, as a polling
+ * application's does).
+ *
+ * The channel's fd (the flag, an eventfd) is what it was: poll() on it, a non-blocking get and
+ * an fd nested in the application's epoll see events only. Making it readable for datagrams
+ * too was tried and not kept (docs/architecture.md, "A consumer woken by the datagram"): every
+ * datagram of the NIC then woke every poller of every such fd (librdmacm's own CM thread
+ * too) as well as the thread, and RTRS, which polls its channels so, got slower.
+ */
+static struct sr_nic *chan_nic(struct sr_channel *ch)
+{
+	struct sr_nic *nic = sr_ctx(ch->ch.context)->nic;
+
+	/* A child of fork abandons its parent's NICs (fd -1). */
+	if (!sr_params()->chan_rx || !nic || nic->fd < 0 || !nic->engine || !nic->engine->chan_rx)
+		return NULL;
+	return nic;
+}
+
+/* The internal epoll of blocking waits (0), made at the first one. */
+static int chan_wait_fd(struct sr_channel *ch, struct sr_nic *nic)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (ch->wfd < 0) {
+		int fd = sr_fd_high(epoll_create1(EPOLL_CLOEXEC));
+
+		if (fd < 0)
+			return -errno;
+		ev.data.fd = ch->ch.fd;
+		if (epoll_ctl(fd, EPOLL_CTL_ADD, ch->ch.fd, &ev)) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+		ch->wfd = fd;
+	}
+	if (ch->wsock != nic->fd) {
+		ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+		ev.data.fd = nic->fd;
+		if (epoll_ctl(ch->wfd, EPOLL_CTL_ADD, nic->fd, &ev))
+			return -errno;
+		ch->wsock = nic->fd;
+		/* The thread's registration becomes exclusive at its next re-arm; kicked, it
+		 * re-arms now if it sleeps with the socket armed the one-shot way. */
+		if (atomic_fetch_add(&nic->chan_waits, 1) == 0)
+			sr_nic_kick(nic);
+	}
+	return 0;
+}
+
 int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out)
 {
 	struct sr_channel *ch = calloc(1, sizeof(*ch));
@@ -86,6 +157,7 @@ int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out)
 		free(ch);
 		return err;
 	}
+	ch->wfd = ch->wsock = -1;
 	ch->ch.context = &ctx->vctx.context;
 	ch->ch.refcnt = 0;
 	pthread_mutex_init(&ch->lock, NULL);
@@ -97,6 +169,14 @@ int sr_channel_destroy(struct sr_channel *ch)
 {
 	if (ch->ch.refcnt)
 		return -EBUSY;
+	if (ch->wsock >= 0) {
+		struct sr_nic *nic = sr_ctx(ch->ch.context)->nic;
+
+		if (nic)
+			atomic_fetch_sub(&nic->chan_waits, 1);
+	}
+	if (ch->wfd >= 0)
+		close(ch->wfd);
 	close(ch->ch.fd);
 	free(ch->q);
 	free(ch);
@@ -139,12 +219,21 @@ static void channel_purge(struct sr_channel *ch, struct sr_cq *cq)
 	pthread_mutex_unlock(&ch->lock);
 }
 
+/* Whether a get that finds nothing will wait on the socket itself (the progress thread need
+ * not be kicked to receive for it). */
+bool sr_channel_watches_rx(struct sr_channel *ch)
+{
+	return chan_nic(ch) && !(fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK);
+}
+
 /* ibv_get_cq_event: 0 with *cq set, or -errno (EAGAIN on a non-blocking empty channel). */
 int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 {
 	for (;;) {
 		struct sr_cq *cq = NULL;
-		int ret;
+		struct epoll_event ev[2];
+		struct sr_nic *nic;
+		int ret, n;
 
 		pthread_mutex_lock(&ch->lock);
 		if (ch->tail != ch->head) {
@@ -159,6 +248,22 @@ int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 			pthread_mutex_unlock(&cq->ibcq.mutex);
 			*out = cq;
 			return 0;
+		}
+		nic = chan_nic(ch);
+		if (nic && !(fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK)) {
+			pthread_mutex_lock(&ch->lock);
+			ret = chan_wait_fd(ch, nic);
+			pthread_mutex_unlock(&ch->lock);
+			if (!ret) {
+				/* A signal ends the wait with -EINTR, as below. */
+				n = epoll_wait(ch->wfd, ev, 2, -1);
+				if (n < 0)
+					return -errno;
+				for (int i = 0; i < n; i++)
+					if (ev[i].data.fd != ch->ch.fd)
+						nic->engine->chan_rx(nic, true);
+				continue;
+			}
 		}
 		ret = flag_wait(ch->ch.fd);
 		if (ret)

@@ -48,6 +48,7 @@ int sr_mw_dealloc(struct sr_mw *mw);
 int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out);
 int sr_channel_destroy(struct sr_channel *ch);
 int sr_channel_get(struct sr_channel *ch, struct sr_cq **out);
+bool sr_channel_watches_rx(struct sr_channel *ch);
 int sr_cq_create(struct sr_ctx *ctx, int cqe, struct sr_channel *ch, struct sr_cq **out);
 int sr_cq_destroy(struct sr_cq *cq);
 int sr_cq_resize(struct sr_cq *cq, int cqe);

@@ -18,6 +18,7 @@
 	X(rx_packets, "packets received")                                           \
 	X(rx_bytes, "UDP payload bytes received")                                   \
 	X(rx_app_datagrams, "datagrams (one holds several packets when coalesced) taken by an application polling a CQ (param poll_rx), not by the progress thread") \
+	X(rx_chan_datagrams, "datagrams taken by a completion channel's consumer that the datagram woke (param chan_rx), not by the progress thread") \
 	X(rx_watch_takes, "receives with data that the progress thread made while watching a polling application, packets that application left waiting (param rx_watch_us)") \
 	X(timer_busy_skips, "looks at a QP's timers that the progress thread put off because a polling application held the QP's lock (at most 1 ms in a row)") \
 	X(rx_thread_wakes, "times a datagram woke the progress thread (socket armed: nobody watching; a ping-pong whose applications poll should cause few)") \

@@ -23,8 +23,9 @@ void sr_nic_put(struct sr_device *dev, struct sr_nic *nic);
 int sr_nic_poll(struct sr_nic *nic);
 /* The same with the clock already read (`now`, sr_now_ns): a CQ poll that found nothing. */
 int sr_nic_poll_at(struct sr_nic *nic, uint64_t now);
-/* The application stops polling (it is about to block): the progress thread takes over. */
-void sr_nic_app_idle(struct sr_nic *nic);
+/* The application stops polling (it is about to block): the progress thread takes over
+ * (kicked, if it may have left the socket unarmed; not when the sleeper watches it itself). */
+void sr_nic_app_idle(struct sr_nic *nic, bool kick);
 
 /* ---- multicast (mcast.c) ----------------------------------------------------------------- */
 struct sr_mcast {

@@ -466,18 +466,75 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 	return n;
 }
 
-void sr_nic_app_idle(struct sr_nic *nic)
+void sr_nic_app_idle(struct sr_nic *nic, bool kick)
 {
-	if (atomic_exchange(&nic->app_poll_ns, 0))
+	if (atomic_exchange(&nic->app_poll_ns, 0) && kick)
 		sr_nic_kick(nic);
 }
 
-static void rx_arm(struct sr_nic *nic)
+/*
+ * A completion channel's consumer takes what waits on the socket (param chan_rx, core/cq.c):
+ * the receive path of a polling application, without counting as one (app_poll_ns: the
+ * thread would give it a grace it does not use). Returns the datagrams taken.
+ */
+static int nic_chan_rx(struct sr_nic *nic, bool wait)
+{
+	int got = 0, n;
+
+	if (wait ? pthread_mutex_lock(&nic->rx_lock) : pthread_mutex_trylock(&nic->rx_lock))
+		return 0;
+	while (got < 64 && (n = sr_net_rx(nic)) > 0) {
+		got += n;
+		sr_resp_flush_acks(nic);
+	}
+	if (nic->ack_list)
+		sr_resp_flush_acks(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+	if (got)
+		sr_stat_add(&nic->stats, SR_STAT_rx_chan_datagrams, (uint64_t)got);
+	return got;
+}
+
+/*
+ * How the thread watches the socket: level-triggered one-shot (re-armed by EPOLL_CTL_MOD), or,
+ * while a channel's blocking waits watch it too (nic->chan_waits), EPOLLEXCLUSIVE, which
+ * cannot be one-shot: disarmed by EPOLL_CTL_DEL when it reports, armed by EPOLL_CTL_ADD, which
+ * also puts the thread behind every channel in the socket's wait queue, so that a datagram
+ * wakes a consumer asleep in ibv_get_cq_event rather than the thread (core/cq.c).
+ */
+enum { RX_REG_NONE, RX_REG_ONESHOT, RX_REG_EXCL };
+
+static void rx_arm(struct sr_nic *nic, int *reg)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.fd = nic->fd };
 
+	if (atomic_load_explicit(&nic->chan_waits, memory_order_relaxed) > 0) {
+		if (*reg != RX_REG_NONE)
+			epoll_ctl(nic->epfd, EPOLL_CTL_DEL, nic->fd, NULL);
+		ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+		*reg = epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->fd, &ev) ? RX_REG_NONE : RX_REG_EXCL;
+		if (*reg == RX_REG_EXCL)
+			return;
+		ev.events = EPOLLIN | EPOLLONESHOT;
+	}
 	/* Level-triggered one-shot: data already waiting reports at once. */
-	epoll_ctl(nic->epfd, EPOLL_CTL_MOD, nic->fd, &ev);
+	if (*reg == RX_REG_ONESHOT) {
+		epoll_ctl(nic->epfd, EPOLL_CTL_MOD, nic->fd, &ev);
+	} else {
+		if (*reg == RX_REG_EXCL)
+			epoll_ctl(nic->epfd, EPOLL_CTL_DEL, nic->fd, NULL);
+		*reg = RX_REG_ONESHOT;
+		epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->fd, &ev);
+	}
+}
+
+/* The socket reported: disarmed (a one-shot registration disarmed itself). */
+static void rx_disarm(struct sr_nic *nic, int *reg)
+{
+	if (*reg == RX_REG_EXCL) {
+		epoll_ctl(nic->epfd, EPOLL_CTL_DEL, nic->fd, NULL);
+		*reg = RX_REG_NONE;
+	}
 }
 
 /* epoll_wait with a nanosecond timeout (-1: none), falling back to milliseconds. */
@@ -700,6 +757,7 @@ static void *nic_thread(void *arg)
 	struct sr_nic *nic = arg;
 	struct epoll_event ev[4];
 	bool armed = true, grace = false;
+	int rx_reg = RX_REG_ONESHOT;	/* as nic_create registered it */
 	int64_t defer_ns = sr_params()->ack_defer_us * 1000;
 	int64_t timeout = 0;
 	uint64_t paused_since = 0, rx_busy_since = 0, timer_at = UINT64_MAX;
@@ -765,6 +823,7 @@ static void *nic_thread(void *arg)
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == nic->fd) {
 				armed = false;	/* one-shot: disarmed by this report */
+				rx_disarm(nic, &rx_reg);
 				rx_event = true;
 				sr_stat_inc(&nic->stats, SR_STAT_rx_thread_wakes);
 			} else if (ev[i].data.fd == nic->evfd) {
@@ -775,6 +834,11 @@ static void *nic_thread(void *arg)
 				sr_mcast_poll(nic, ev[i].data.fd);	/* a multicast group */
 			}
 		}
+		/* A channel's blocking waits began to watch the socket (core/cq.c kicked): the
+		 * thread's registration becomes exclusive now, not at its next re-arm. */
+		if (armed && rx_reg == RX_REG_ONESHOT &&
+		    atomic_load_explicit(&nic->chan_waits, memory_order_relaxed) > 0)
+			rx_arm(nic, &rx_reg);
 		timeout = -1;
 		if (!armed && (paused_since || backlog_pending(nic))) {
 			uint64_t now = sr_now_ns();
@@ -920,7 +984,7 @@ static void *nic_thread(void *arg)
 							       watch_cur && look == SR_WATCH_TOOK ?
 							       SR_WATCH_TOOK_END : SR_WATCH_END,
 							       &watch_idle, &watch_hold);
-					rx_arm(nic);
+					rx_arm(nic, &rx_reg);
 					armed = true;
 				}
 			}
@@ -970,6 +1034,7 @@ static const struct sr_engine_hooks engine_hooks = {
 	.qp_reset = sr_transport_reset,
 	.qp_final_ack = sr_resp_final_ack,
 	.qp_detach_mcast = sr_mcast_detach_all,
+	.chan_rx = nic_chan_rx,
 };
 
 static void nic_destroy(struct sr_nic *nic)

@@ -107,8 +107,11 @@ int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_
 	struct sr_cq *c;
 	int ret;
 
-	/* The application is about to sleep: the progress thread receives for it meanwhile. */
-	sr_nic_app_idle(sr_ctx(ch->context)->nic);
+	/* The application is about to sleep: the progress thread receives for it meanwhile,
+	 * unless it is woken by the datagrams itself (core/cq.c): then the thread, watching a
+	 * polling application with the socket unarmed, need not be kicked (its next look takes
+	 * what a consumer that stopped waiting left). */
+	sr_nic_app_idle(sr_ctx(ch->context)->nic, !sr_channel_watches_rx(chan));
 	ret = sr_channel_get(chan, &c);
 
 	if (ret) {
