@@ -2,9 +2,15 @@
  * udp_pingpong: the floor under any UDP-based transport's latency. One datagram in flight,
  * the server echoes it back; the client reports half the round trip.
  *
- *   udp_pingpong -S [-m spin|block] [-p PORT] [-B ADDR]             server (echoes, exits on a
+ *   udp_pingpong -S [-m spin|block] [-p PORT] [-B ADDR] [-c]        server (echoes, exits on a
  *                                                                    zero-length datagram)
- *   udp_pingpong -C HOST [-m spin|block] [-p PORT] [-n ITERS] [-w WARMUP] [-l SIZE]
+ *   udp_pingpong -C HOST [-m spin|block] [-p PORT] [-n ITERS] [-w WARMUP] [-l SIZE] [-u]
+ *
+ * By default the client's socket is connected and the server's is not (it answers with sendto).
+ * -u: the client does not connect either (sendto each time, as softrdma's one socket per device
+ * does); -c: the server connects to its client after the first datagram (as a socket per peer
+ * would). A connected socket keeps its route (no lookup per send) and, between namespaces, its
+ * received packets skip the input route lookup (UDP early demux only finds connected sockets).
  *
  * spin:  both sides poll the socket with MSG_DONTWAIT in a loop (a busy-polling stack's floor).
  * block: both sides sleep in recv() (an interrupt-driven stack's floor).
@@ -54,6 +60,12 @@ static ssize_t rx(int fd, char *buf, size_t len, struct sockaddr_storage *from, 
 	}
 }
 
+/* send() on a connected socket, sendto() to `to` on an unconnected one. */
+static ssize_t snd(int fd, const char *buf, size_t len, const struct addrinfo *to)
+{
+	return to ? sendto(fd, buf, len, 0, to->ai_addr, to->ai_addrlen) : send(fd, buf, len, 0);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -64,9 +76,9 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	const char *host = NULL, *bind_addr = NULL, *port = "18515";
-	int server = 0, iters = 100000, warmup = 1000, size = 8, opt;
+	int server = 0, iters = 100000, warmup = 1000, size = 8, opt, conn = 1, srv_conn = 0;
 
-	while ((opt = getopt(argc, argv, "SC:m:p:B:n:w:l:")) != -1) {
+	while ((opt = getopt(argc, argv, "SC:m:p:B:n:w:l:uc")) != -1) {
 		switch (opt) {
 		case 'S': server = 1; break;
 		case 'C': host = optarg; break;
@@ -76,9 +88,11 @@ int main(int argc, char **argv)
 		case 'n': iters = atoi(optarg); break;
 		case 'w': warmup = atoi(optarg); break;
 		case 'l': size = atoi(optarg); break;
+		case 'u': conn = 0; break;
+		case 'c': srv_conn = 1; break;
 		default:
 			fprintf(stderr, "usage: udp_pingpong -S|-C HOST [-m spin|block] [-p PORT] "
-					"[-B ADDR] [-n ITERS] [-w WARMUP] [-l SIZE]\n");
+					"[-B ADDR] [-n ITERS] [-w WARMUP] [-l SIZE] [-u] [-c]\n");
 			return 2;
 		}
 	}
@@ -120,20 +134,28 @@ int main(int argc, char **argv)
 			}
 			if (n == 0)
 				return 0;
-			if (sendto(fd, buf, n, 0, (struct sockaddr *)&peer, plen) != n) {
+			if (srv_conn == 1) {
+				if (connect(fd, (struct sockaddr *)&peer, plen)) {
+					perror("connect");
+					return 1;
+				}
+				srv_conn = 2;
+			}
+			if ((srv_conn ? send(fd, buf, n, 0)
+				      : sendto(fd, buf, n, 0, (struct sockaddr *)&peer, plen)) != n) {
 				perror("sendto");
 				return 1;
 			}
 		}
 	}
 
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+	if (conn && connect(fd, ai->ai_addr, ai->ai_addrlen)) {
 		perror("connect");
 		return 1;
 	}
 	/* The server may not be bound yet: knock until it answers (at most 10 s). */
 	for (int i = 0;; i++) {
-		if (send(fd, buf, size, 0) != size && errno != ECONNREFUSED) {
+		if (snd(fd, buf, size, conn ? NULL : ai) != size && errno != ECONNREFUSED) {
 			perror("send");
 			return 1;
 		}
@@ -148,7 +170,7 @@ int main(int argc, char **argv)
 	double *t = malloc(sizeof(double) * iters);
 	for (int i = -warmup; i < iters; i++) {
 		double t0 = now_us();
-		if (send(fd, buf, size, 0) != size) {
+		if (snd(fd, buf, size, conn ? NULL : ai) != size) {
 			perror("send");
 			return 1;
 		}
@@ -159,7 +181,7 @@ int main(int argc, char **argv)
 		if (i >= 0)
 			t[i] = (now_us() - t0) / 2;
 	}
-	send(fd, buf, 0, 0);
+	snd(fd, buf, 0, conn ? NULL : ai);
 	double sum = 0;
 	for (int i = 0; i < iters; i++)
 		sum += t[i];
