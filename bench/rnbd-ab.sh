@@ -11,7 +11,8 @@
 # --point (repeatable): fio --rw, --bs, --iodepth (default randread-4k-qd1:randread:4k:1).
 # --a-args / --b-args: extra rnbd-server options for that side. --chrt: every process under
 # chrt -f 10. Environment: VETH_MTU (9000), SERVER_ARGS (both sides), CLIENT_ENV (both sides,
-# e.g. RTRS_POLL_US=100), A_PLUGIN / B_PLUGIN (extra plugin keys of that side), A_NBDKIT /
+# e.g. RTRS_POLL_US=100), A_ENV / B_ENV (environment of that side's server and client, e.g.
+# SOFTRDMA_CHAN_RX=0), A_PLUGIN / B_PLUGIN (extra plugin keys of that side), A_NBDKIT /
 # B_NBDKIT (extra nbdkit options, e.g. "-t 32"). Root (namespaces). Writes nothing but a
 # scratch directory, removed on exit; prints one line per pair: point, order, IOPS A, IOPS B,
 # ratio B/A, median completion latency A and B (us).
@@ -64,14 +65,14 @@ NET=${NETS[0]}
 timeout 60 dd if=/dev/urandom of="$exp/disk.img" bs=1M count="$SIZE_MB" status=none
 
 PORT=$((20000 + RANDOM % 10000))
-start_side() {	# X BUILD PORT EXTRA_SERVER_ARGS EXTRA_PLUGIN_ARGS EXTRA_NBDKIT_OPTIONS
-	local x=$1 b=$2 port=$3 extra=$4 pextra=$5 nextra=$6
+start_side() {	# X BUILD PORT EXTRA_SERVER_ARGS EXTRA_PLUGIN_ARGS EXTRA_NBDKIT_OPTIONS EXTRA_ENV
+	local x=$1 b=$2 port=$3 extra=$4 pextra=$5 nextra=$6 envx=$7
 	# shellcheck disable=SC2086
-	bench_rnbd_server "$tmp/srv-$x.log" env SOFTRDMA_NETDEV=srbv0 "${CHRT[@]}" \
+	bench_rnbd_server "$tmp/srv-$x.log" env SOFTRDMA_NETDEV=srbv0 $envx "${CHRT[@]}" \
 		"$b/bin/softrdma" run -- "$b/bin/rnbd-server" --search-path "$exp" --listen "$NET.1" \
 		--port "$port" --no-direct $SERVER_ARGS $extra
 	# shellcheck disable=SC2086
-	timeout -k 5 7200 ip netns exec "$NSB" env SOFTRDMA_NETDEV=srbv0 $CLIENT_ENV "${CHRT[@]}" \
+	timeout -k 5 7200 ip netns exec "$NSB" env SOFTRDMA_NETDEV=srbv0 $CLIENT_ENV $envx "${CHRT[@]}" \
 		"$b/bin/softrdma" run -- nbdkit -f $nextra -U "$tmp/$x.sock" "$b/lib/nbdkit-rnbd-plugin.so" \
 		device=disk.img session=ab$x path="$NET.2@$NET.1:$port" $pextra \
 		>"$tmp/clt-$x.log" 2>&1 &
@@ -87,8 +88,8 @@ start_side() {	# X BUILD PORT EXTRA_SERVER_ARGS EXTRA_PLUGIN_ARGS EXTRA_NBDKIT_O
 # B first: its processes then own UDP 4791 in each namespace. A build whose librdmacm speaks the
 # IB CM (the default since 7fe6c16) reaches a second server on one address only through the
 # 4791 owner's redirect, which a build before that does not make (docs/cm.md).
-start_side B "$BB" "$((PORT + 1))" "$B_ARGS" "$B_PLUGIN" "$B_NBDKIT"
-start_side A "$BA" "$PORT" "$A_ARGS" "$A_PLUGIN" "$A_NBDKIT"
+start_side B "$BB" "$((PORT + 1))" "$B_ARGS" "$B_PLUGIN" "$B_NBDKIT" "${B_ENV:-}"
+start_side A "$BA" "$PORT" "$A_ARGS" "$A_PLUGIN" "$A_NBDKIT" "${A_ENV:-}"
 
 # run X NAME RW BS QD: prints "iops p50_us"
 run() {
