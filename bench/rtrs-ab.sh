@@ -6,7 +6,7 @@
 # time per request of both processes together (a figure that moves less than the rate when
 # other work takes the CPUs), then the medians.
 #
-#   bench/rtrs-ab.sh [--pairs N] [--secs S] [--chrt] [--paths A,B] [--ai A,B]
+#   bench/rtrs-ab.sh [--pairs N] [--secs S] [--chrt | --cgroup] [--paths A,B] [--ai A,B]
 #                    [--a-env "K=V ..."] [--b-env "K=V ..."] BUILD_A BUILD_B [-- BENCH_ARGS...]
 #
 # BUILD_A, BUILD_B: build directories (a copy of build/ made before a change, and build/; the
@@ -16,13 +16,18 @@
 # each side's server (default 1,1; 0,1 compares it off with on). --a-env / --b-env: environment
 # of that side's processes (e.g. RTRS_POLL_US=0, SOFTRDMA_ACK_DEFER_US=0). --chrt: every
 # process under chrt -f 10 (the other work on the machine then takes little of their CPU; both
-# processes use both cores). Root (namespaces). Writes nothing but a scratch directory, removed
-# on exit. A run that fails (no "errors=0" line) is printed as NA with its last words.
+# processes use both cores). --cgroup: every process in a CPU cgroup of high weight made for the
+# run (cgroup v1 cpu.shares 262144, or v2 cpu.weight 10000; removed on exit): the other work
+# then takes little of their CPU too, but inside the cgroup they are scheduled as at normal
+# priority on a quiet machine (nice and time slices act, which under chrt they do not). Root
+# (namespaces). Writes nothing but a scratch directory, removed on exit. A run that fails (no
+# "errors=0" line) is printed as NA with its last words.
 set -uo pipefail
 
 PAIRS=4
 SECS=3
 CHRT=()
+CGROUP=0
 PATHS=(1 1)
 AI=(1 1)
 A_ENV=""
@@ -32,17 +37,18 @@ while [ $# -gt 0 ]; do
 	--pairs) PAIRS=$2; shift ;;
 	--secs) SECS=$2; shift ;;
 	--chrt) CHRT=(chrt -f 10) ;;
+	--cgroup) CGROUP=1 ;;
 	--paths) IFS=, read -r -a PATHS <<<"$2"; shift ;;
 	--ai) IFS=, read -r -a AI <<<"$2"; shift ;;
 	--a-env) A_ENV=$2; shift ;;
 	--b-env) B_ENV=$2; shift ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	-*) echo "rtrs-ab.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 	shift
 done
-[ $# -ge 2 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BUILDS=("$(cd "$1" && pwd -P)" "$(cd "$2" && pwd -P)")
 shift 2
 [ "${1:-}" = -- ] && shift
@@ -63,6 +69,23 @@ export SR_BUILD_DIR=${BUILDS[1]} SR_SOURCE_DIR=$ROOT
 . "$ROOT/tests/integration/lib.sh"
 # shellcheck disable=SC2034	# read by lib.sh's exit trap
 SR_KEEP_TMP=0
+# --cgroup: this script moves into the cgroup (its children follow) and back out at exit, so
+# that the cgroup, empty, can be removed.
+if [ "$CGROUP" = 1 ]; then
+	if [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then
+		CG_ROOT=/sys/fs/cgroup/cpu CG_KNOB=cpu.shares CG_VAL=262144 CG_JOIN=tasks
+	elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+		CG_ROOT=/sys/fs/cgroup CG_KNOB=cpu.weight CG_VAL=10000 CG_JOIN=cgroup.procs
+		grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
+			echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
+	else
+		echo "rtrs-ab.sh: no CPU cgroup controller here (--cgroup)" >&2; exit 1
+	fi
+	CG=$CG_ROOT/sr-rtrs-ab-$$
+	mkdir "$CG" && echo "$CG_VAL" >"$CG/$CG_KNOB" && echo $$ >"$CG/$CG_JOIN" ||
+		{ echo "rtrs-ab.sh: could not make the cgroup $CG" >&2; rmdir "$CG" 2>/dev/null; exit 1; }
+	sr_at_exit "echo $$ >$CG_ROOT/$CG_JOIN; rmdir $CG 2>/dev/null || { sleep 1; rmdir $CG; }"
+fi
 sr_netns_two_pairs rab || { echo "rtrs-ab.sh: could not make the namespaces" >&2; exit 1; }
 for d in "$SR_NSA $SR_VA" "$SR_NSA $SR_VA2" "$SR_NSB $SR_VB" "$SR_NSB $SR_VB2"; do
 	read -r ns dev <<<"$d"
@@ -125,6 +148,7 @@ run_side() {
 echo "rtrs-ab: A=${BUILDS[0]} (${A_ENV:-no env}, paths ${PATHS[0]}, ai ${AI[0]})"
 echo "rtrs-ab: B=${BUILDS[1]} (${B_ENV:-no env}, paths ${PATHS[1]}, ai ${AI[1]})"
 echo "rtrs-ab: bench ${BENCH_ARGS[*]}, $SECS s a run, $PAIRS pairs${CHRT:+, under chrt -f 10}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$CGROUP" = 1 ] && echo "rtrs-ab: every process in $CG ($CG_KNOB $CG_VAL)"
 printf "%-5s %-5s %10s %10s %7s %10s %10s %6s\n" pair order A B B/A "A us/io" "B us/io" load
 RATIOS=()
 CPU_RATIOS=()
