@@ -775,19 +775,21 @@ bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt)
 }
 
 /*
- * May the ICRC wait for the placement (resp.c, sr_resp_place)? For the MIDDLE packets of an
- * RC WRITE or SEND, which carry nearly all of a long message's bytes: their payload goes to
- * memory the message's first packet already had checked, and the check runs in the same pass
- * as the copy. Not a LAST packet: it writes the message's last byte, and a reader polling that
- * byte (ibv_query_qp_data_in_order says it may) must find every byte before it final, not a
- * packet that is dropped a moment later. Not with the pcap tap, which records the packet with
- * its recovered ID before the transport sees it.
+ * May the ICRC wait for the placement (resp.c, sr_resp_place; comp.c, sr_comp_place)? For the
+ * MIDDLE packets of an RC WRITE or SEND, and the MIDDLE responses of an RC READ, which carry
+ * nearly all of a long message's bytes: their payload goes to memory the message's first
+ * packet already had checked (a READ's: its own local buffer), and the check runs in the same
+ * pass as the copy. Not a LAST packet: it writes the message's last byte, and a reader polling
+ * that byte (ibv_query_qp_data_in_order says it may) must find every byte before it final, not
+ * a packet that is dropped a moment later; a READ's LAST completes it. Not with the pcap tap,
+ * which records the packet with its recovered ID before the transport sees it.
  */
 static bool icrc_deferrable(const struct sr_nic *nic, const struct sr_pkt *pkt)
 {
 	return !nic->pcap && pkt->paylen >= 512 &&
 	       (pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_WRITE_MIDDLE) ||
-		pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_SEND_MIDDLE));
+		pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_SEND_MIDDLE) ||
+		pkt->opcode == SR_OPC(SR_TR_RC, SR_OP_READ_RESP_MIDDLE));
 }
 
 /* One packet. *id: the IPv4 ID to expect (0 from a softrdma sender's packet sent alone; i for

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "transport/xport.h"
+#include "wire/icrc.h"
 
 static void progress_made(struct sr_qp *qp)
 {
@@ -301,6 +302,60 @@ static void empty_read_resp(struct sr_qp *qp, struct sr_swqe *w, struct sr_pkt *
 	sr_req_progress(qp);
 }
 
+/*
+ * A READ response whose ICRC is still unchecked (pkt->icrc_tuple, src/net/udp.c): the next
+ * MIDDLE response of the READ the oldest WQE is goes straight to its place in the READ's local
+ * buffer, the ICRC computed in the same pass as the copy (sr_icrc_calc_copy), then compared, as
+ * a WRITE's MIDDLE packets are at the responder (resp.c, sr_resp_place, which says why bytes
+ * may land before their check). Here they land only in the READ's buffer, at the place the
+ * requester's own state gives for the next response it expects (never where the packet
+ * says), a buffer the application may not use before the READ completes; a packet that fails
+ * the check moves nothing, so the response asked for again writes the same bytes before the
+ * READ can complete, and that needs its LAST response, which is checked before anything acts
+ * on it. Any other response has its ICRC checked first. False: the ICRC does not match (the
+ * caller counts the drop). Saves the requester a read of every byte: the check and then the
+ * copy were two passes over each response (9 % and 5 % of an ib_read_bw requester's samples
+ * between two namespaces).
+ */
+bool sr_comp_place(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_swqe *w = oldest(qp);
+	uint8_t *pay = sr_pkt_payload(pkt);
+	struct sr_sgl sgl;
+	struct sr_acc a;
+	bool ok;
+
+	if (!(pkt->mask & SR_M_READ) || (pkt->mask & (SR_M_START | SR_M_END)) || !w ||
+	    (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD) ||
+	    w->opcode != IBV_WR_RDMA_READ || w->status || pkt->psn != qp->comp.psn ||
+	    !sr_psn_in(pkt->psn, w->first_psn, w->last_psn) || !sr_psn_lt(pkt->psn, w->rd_end_psn) ||
+	    pkt->paylen != w->seg)
+		return sr_net_icrc_ok(qp->nic, pkt);
+	a = sr_acc_req(qp, w);
+	if (sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge,
+		       (uint64_t)sr_psn_diff(pkt->psn, w->first_psn) * w->seg, pkt->paylen,
+		       IBV_ACCESS_LOCAL_WRITE, &sgl))
+		return sr_net_icrc_ok(qp->nic, pkt);	/* read_resp fails the READ */
+	if (sgl.n == 1) {
+		ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
+				       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len,
+							 pay, pkt->paylen, pay + pkt->paylen,
+							 pkt->len, sgl.iov[0].iov_base));
+		if (ok)
+			sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
+	} else {	/* two SGEs, or a map cut at a page: check, then copy */
+		ok = sr_net_icrc_ok(qp->nic, pkt);
+		if (ok)
+			sr_sgl_copy_in(&sgl, pay, pkt->paylen);
+	}
+	sr_sgl_release(&sgl);
+	if (!ok)
+		return false;
+	pkt->icrc_tuple = NULL;
+	pkt->placed = true;
+	return true;
+}
+
 static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_swqe *w = complete_before(qp, pkt->psn, false);
@@ -340,7 +395,7 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
 		return;
 	}
-	if (pkt->paylen) {
+	if (pkt->paylen && !pkt->placed) {
 		struct sr_acc a = sr_acc_req(qp, w);
 
 		st = sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge, off,

@@ -92,7 +92,7 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 	} else if (!source_ok(qp, src)) {
 		drop(nic, pkt, SR_STAT_drop_src);
 	} else if (pkt->icrc_tuple && !((pkt->mask & SR_M_REQ) ? sr_resp_place(qp, pkt)
-							       : sr_net_icrc_ok(nic, pkt))) {
+							       : sr_comp_place(qp, pkt))) {
 		sr_net_icrc_drop(nic);
 	} else {
 		qp->peer_seg = sr_bth_sr_seg(sr_pkt_bth(pkt));

@@ -22,6 +22,10 @@ bool sr_req_outstanding(struct sr_qp *qp);
 /* Sends again the one packet with PSN psn (a SEND/WRITE packet, asking for an ACK), without
  * moving the requester. False when psn is not such a packet of an outstanding WQE. */
 bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn);
+/* A READ response with its ICRC unchecked: placed and checked in one pass if it is the next
+ * MIDDLE response of the oldest WQE's READ, else checked; false when the ICRC is bad (qp lock
+ * held). */
+bool sr_comp_place(struct sr_qp *qp, struct sr_pkt *pkt);
 /* Karn: gives up the RTT sample under way when a packet at or before it is sent again. */
 void sr_rtt_discard(struct sr_qp *qp, uint32_t psn);
 void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt);
