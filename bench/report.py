@@ -17,6 +17,8 @@ import sys
 TOOLS = {
     "softrdma": "softrdma (perftest ib_write_*)",
     "softrdma-busy": "softrdma busy-poll",
+    "softrdma-read": "softrdma (perftest ib_read_bw)",
+    "softrdma-send": "softrdma (perftest ib_send_bw)",
     "ucx-tcp": "UCX tcp",
     "ucx-cma": "UCX cma",
     "ucx-posix": "UCX posix",
@@ -174,6 +176,10 @@ def main():
                 # Shown for comparison: the issue sets the 2x over UCX tcp for the same host.
                 ("1 MiB WRITE BW vs UCX tcp put_bw, " + sc, get(scen, "softrdma", "bw", MB),
                  get(scen, "ucx-tcp", "bw", MB), None, None),
+                ("1 MiB READ BW (ib_read_bw) vs 1 MiB WRITE BW, " + sc,
+                 get(scen, "softrdma-read", "bw", MB), get(scen, "softrdma", "bw", MB), ">=", 0.8),
+                ("1 MiB SEND BW (ib_send_bw) vs 1 MiB WRITE BW, " + sc,
+                 get(scen, "softrdma-send", "bw", MB), get(scen, "softrdma", "bw", MB), ">=", 0.8),
             ]
         targets += [
             ("8 B WRITE latency, busy-poll (median) vs spinning UDP ping-pong (median), " + sc,
@@ -269,7 +275,8 @@ def main():
           " UCX and fi_pingpong print only a mean.")
 
     w("")
-    w("Tools: perftest `ib_write_bw -D %s`, `ib_write_lat`; `ucx_perftest -t put_bw|put_lat -x tcp"
+    w("Tools: perftest `ib_write_bw -D %s`, `ib_write_lat`, `ib_read_bw` and `ib_send_bw` (1 MiB,"
+      " netns); `ucx_perftest -t put_bw|put_lat -x tcp"
       "|cma|posix`; `fi_pingpong -p tcp -e msg`, `fi_pingpong -p 'udp;ofi_rxd' -e rdm`; `iperf3 -l"
       " SIZE`; bench/probes/udp_pingpong.c, bench/probes/memcpy_bw.c. Exact command lines:"
       " bench/README.md." % meta.get("dur", "?"))
