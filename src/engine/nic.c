@@ -23,14 +23,17 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <ifaddrs.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -1230,12 +1233,66 @@ static void view_trim(const char *dir, int n)
 	}
 }
 
+/* The port GID (gids/1 with its type and netdev) and the LID belong to one process of the
+ * program: the last one that opened the device on another UDP port than 4791. Its pid is in
+ * ports/1/.port_owner (a file of the view only, never replaced), and every change to those
+ * entries is made holding an flock on it, so that a process does not take away another's
+ * entries between reading and removing them. Returns the file's fd, locked, or -1. */
+static int view_owner_lock(const char *dir)
+{
+	char path[460];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ports/1/.port_owner", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX)) {
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+/* The pid the owner file names, or 0 (none). */
+static pid_t view_owner_read(int fd)
+{
+	char text[32];
+	ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	return (pid_t)strtol(text, NULL, 10);
+}
+
+static void view_owner_write(int fd, pid_t pid)
+{
+	char text[32];
+	int n = pid ? snprintf(text, sizeof(text), "%d\n", (int)pid) : 0;
+
+	if (ftruncate(fd, 0) == 0 && n > 0 && pwrite(fd, text, (size_t)n, 0) != n)
+		(void)ftruncate(fd, 0);
+}
+
+/* Whether the process pid still runs. All processes of the program share `softrdma run`'s
+ * pid namespace, so the pid that wrote the file names the same process here. A process killed
+ * but not yet reaped by its parent counts as running until it is. */
+static bool view_pid_alive(pid_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+
 static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 {
 	char dir[400], text[64], path[460];
 	union ibv_gid g;
 	uint64_t guid;
+	pid_t owner;
 	FILE *f;
+	int fd;
 
 	if (!view_dir(d, dir, sizeof(dir)))
 		return;
@@ -1245,19 +1302,25 @@ static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 		 (unsigned)guid & 0xffff);
 	view_put(dir, "node_guid", text);
 	view_put(dir, "sys_image_guid", text);
-	/* The GID table and LID as ibv_query_gid / ibv_query_port give them (docs/gid.md): a
-	 * device on another UDP port than 4791 has a second GID (its port GID) and a LID. What
-	 * lies past the table (the port GID of a process on another port that ended without
-	 * closing the device) goes. */
-	for (int i = 0; !sr_gid_at(&nic->addr, i, &g); i++) {
+	/* GID 0, the address, as ibv_query_gid gives it (docs/gid.md). */
+	if (!sr_gid_at(&nic->addr, 0, &g)) {
 		gid_line(text, sizeof(text), g.raw);
-		snprintf(path, sizeof(path), "ports/1/gids/%d", i);
-		view_put(dir, path, text);
+		view_put(dir, "ports/1/gids/0", text);
 	}
-	view_trim(dir, sr_gid_table_len(&nic->addr));
-	snprintf(text, sizeof(text), "0x%x\n", sr_addr_lid(&nic->addr));
-	view_put(dir, "ports/1/lid", text);
+	fd = view_owner_lock(dir);
+	if (fd < 0)
+		return;
 	if (sr_gid_table_len(&nic->addr) > 1) {
+		/* A device on another UDP port than 4791 has a second GID (its port GID) and its
+		 * port as LID: this process owns them now. */
+		for (int i = 1; !sr_gid_at(&nic->addr, i, &g); i++) {
+			gid_line(text, sizeof(text), g.raw);
+			snprintf(path, sizeof(path), "ports/1/gids/%d", i);
+			view_put(dir, path, text);
+		}
+		view_trim(dir, sr_gid_table_len(&nic->addr));
+		snprintf(text, sizeof(text), "0x%x\n", sr_addr_lid(&nic->addr));
+		view_put(dir, "ports/1/lid", text);
 		view_put(dir, "ports/1/gid_attrs/types/1", "RoCE v2\n");
 		/* The second GID is on the first one's interface. */
 		snprintf(path, sizeof(path), "%s/ports/1/gid_attrs/ndevs/0", dir);
@@ -1267,32 +1330,61 @@ static void view_refresh(struct sr_device *d, const struct sr_nic *nic)
 				view_put(dir, "ports/1/gid_attrs/ndevs/1", text);
 			fclose(f);
 		}
+		view_owner_write(fd, getpid());
+	} else {
+		/* On 4791: this process has no port GID. The one in the view stays while the
+		 * process that wrote it runs (another rank of the program, off 4791); one whose
+		 * process is gone (killed with the device open) or that no one claims goes, with
+		 * its LID. */
+		owner = view_owner_read(fd);
+		if (owner == getpid() || !view_pid_alive(owner)) {
+			view_trim(dir, 1);
+			view_put(dir, "ports/1/lid", "0x0\n");
+			view_owner_write(fd, 0);
+		}
 	}
+	close(fd);
 }
 
 /* The NIC is closed: its port is no one's now. A port GID it put in the view, and its port as
  * the LID, are taken away, as long as they are still its own (another process of the program
- * may have opened the device since); GID 0, the address, stays. */
+ * may have opened the device off 4791 since); GID 0, the address, stays. */
 static void view_release(struct sr_device *d, const struct sr_nic *nic)
 {
 	char dir[400], want[64], text[64] = "", path[460];
 	union ibv_gid g;
+	pid_t owner;
+	bool have;
 	FILE *f;
+	int fd;
 
 	if (!sr_addr_lid(&nic->addr) || sr_gid_at(&nic->addr, 1, &g) || !view_dir(d, dir, sizeof(dir)))
 		return;
+	fd = view_owner_lock(dir);
+	if (fd < 0)
+		return;
+	/* The entries are this process's, or no one claims them: `softrdma run` itself writes
+	 * the files of the device it opens (tools/view.c) after its NIC came up. Then they must
+	 * be this NIC's (not one this process opened since on another port). */
+	owner = view_owner_read(fd);
+	if (owner && owner != getpid())
+		goto out;
 	gid_line(want, sizeof(want), g.raw);
 	snprintf(path, sizeof(path), "%s/ports/1/gids/1", dir);
 	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (!fgets(text, sizeof(text), f))
-		text[0] = '\0';
-	fclose(f);
-	if (strcmp(text, want))
-		return;
+	have = f != NULL;
+	if (f) {
+		if (!fgets(text, sizeof(text), f))
+			text[0] = '\0';
+		fclose(f);
+	}
+	if (have ? strcmp(text, want) != 0 : !owner)
+		goto out;
 	view_trim(dir, 1);
 	view_put(dir, "ports/1/lid", "0x0\n");
+	view_owner_write(fd, 0);
+out:
+	close(fd);
 }
 
 int sr_nic_get(struct sr_device *d, struct sr_nic **out)

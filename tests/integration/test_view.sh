@@ -118,8 +118,9 @@ fi
 # The GID table's life (docs/view.md): on a fixed address whose 4791 another process holds,
 # the device takes another port, and the view shows gids/1 (the port GID) and the port as LID
 # only while a process of the program holds the device there. Run's own device is closed before
-# the program starts; a closed device leaves none; a process killed with the device open
-# leaves its gids/1 until the next one opens the device on 4791.
+# the program starts; a closed device leaves none; others opening the device on 4791 leave a
+# running process's; a process killed with the device open leaves its gids/1 until the next
+# one opens the device on 4791.
 LIFE='
 S=/sys/class/infiniband/softrdma0/ports/1
 show() { echo "$1_gid1=$(cat $S/gids/1 2>/dev/null || echo none)"; echo "$1_lid=$(cat $S/lid)"
@@ -132,9 +133,15 @@ pp=$!
 # ndevs/1 is the last file the library writes when it opens the device (engine/nic.c)
 for i in $(seq 100); do [ -e $S/gid_attrs/ndevs/1 ] && break; sleep 0.1; done
 show open
+# Another process of the program opens the device on 4791 (the holder gone), twice, as UCX
+# re-opens it: the port GID of the one still running off 4791 stays.
+kill $HOLDER; while kill -0 $HOLDER 2>/dev/null; do sleep 0.05; done
+ibv_devinfo >/dev/null 2>&1
+ibv_devinfo >/dev/null 2>&1
+kill -0 $pp 2>/dev/null && echo live_b=running
+show live
 kill -9 $pp; wait $pp 2>/dev/null
 show killed
-kill $HOLDER; while kill -0 $HOLDER 2>/dev/null; do sleep 0.05; done
 ibv_devinfo >/dev/null 2>&1
 show moved
 '
@@ -162,6 +169,11 @@ open(sys.argv[2], "w").close(); time.sleep(60)' "$LA" "$SR_TMP/held" &
 	sr_expect_eq "life: ... and its port as LID" "0x$(echo "$og" | cut -d: -f5 | sed 's/^0*//')" \
 		"$(kv life open_lid)"
 	sr_expect_eq "life: ... of type RoCE v2" "RoCE v2" "$(kv life open_type1)"
+	sr_expect_eq "life: the process off 4791 still runs" running "$(kv life live_b)"
+	sr_expect_eq "life: others opening the device on 4791 leave a running process's gids/1" \
+		"$og" "$(kv life live_gid1)"
+	sr_expect_eq "life: ... its gid_attrs/types/1" "RoCE v2" "$(kv life live_type1)"
+	sr_expect_eq "life: ... and its LID" "$(kv life open_lid)" "$(kv life live_lid)"
 	sr_expect_eq "life: a process killed with the device open leaves its gids/1" "$og" \
 		"$(kv life killed_gid1)"
 	sr_expect_eq "life: on 4791 (the holder gone), the killed process's gids/1 is gone" none \
