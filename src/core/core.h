@@ -609,6 +609,8 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	bool repair_nak;		/* ... because of a NAK (not a tail-loss probe) */
 	uint32_t repair_psn;
 	uint64_t tlp_at;		/* ns of the last single-packet resend (repair or probe) */
+	uint64_t last_new;		/* ns a packet was last sent for the first time: a
+					 * tail-loss probe waits its delay from it too */
 	uint32_t tlp_count;		/* tail-loss probes since the last progress */
 	/* RTT, sampled on packets that asked for an ACK and were not retransmitted (Karn), as
 	 * TCP's (RFC 6298): smoothed round trip and its mean deviation; 0: no sample yet. */
@@ -663,7 +665,12 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	struct sr_qp *ack_next;
 	/* ACKs that wait for the application's answer (parameter ack_defer_us, resp.c). */
 	bool answered;			/* a send was posted since the last message came in */
-	uint8_t pp_score;		/* messages in a row the application answered */
+	uint8_t pp_score[2];		/* messages of a class in a row the application
+					 * answered: [0] completes a receive WQE (SEND, WRITE
+					 * with immediate), [1] does not (WRITE, ...) */
+	uint8_t last_class;		/* class of the last message that came in */
+	uint8_t cur_class;		/* class of the message being executed */
+	uint8_t ack_class;		/* class of the message of ack_psn */
 	uint64_t ack_due;		/* a deferred ACK leaves with the next post or at this time */
 };
 

@@ -344,16 +344,41 @@ out:
  * ATOMIC ACK, and the timers after a loss). They then leave together, as one GSO send when
  * they have one size (udp.c): perftest's 64-byte ib_write_bw posts 128 WRs in a row. A QP
  * with nothing in flight sends at once, so a ping-pong waits for nothing; that is also the
- * only case the same-host direct path takes, so it is untouched. Nagle's algorithm, for WQEs.
+ * only case the same-host direct path takes, so it is untouched. Nagle's algorithm, for WQEs,
+ * and like Nagle's it holds only what is smaller than a packet: a SEND or WRITE that fills at
+ * least one whole segment (sr_req_seg) leaves at once, with the small ones before it. Its
+ * packets are full whatever follows, and GSO already sends them together. UCX's rendezvous by
+ * WRITE posts a head of under 4 KiB (to align the rest) and then the rest of the message: held
+ * behind the head until its ACK, the rest waited a round trip and a wake-up of the progress
+ * thread that took the ACK, for every message (bench/README.md, UCX_RNDV_SCHEME=put_zcopy).
  */
+static bool fills_a_packet(struct sr_qp *qp, struct sr_swqe *w)
+{
+	switch (w->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return w->length >= sr_req_seg(qp, w);
+	default:
+		return false;
+	}
+}
+
 static bool post_deferred(struct sr_qp *qp)
 {
 	long batch = sr_params()->post_batch;
 
-	return batch > 1 && qp->state == IBV_QPS_RTS &&
-	       (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND) &&
-	       qp->sq.tail != qp->req.idx && !qp->req.stalled && !qp->req.rnr_until &&
-	       qp->sq.head - qp->req.idx < (uint32_t)batch;
+	if (!(batch > 1 && qp->state == IBV_QPS_RTS &&
+	      (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND) &&
+	      qp->sq.tail != qp->req.idx && !qp->req.stalled && !qp->req.rnr_until &&
+	      qp->sq.head - qp->req.idx < (uint32_t)batch))
+		return false;
+	for (uint32_t i = qp->req.idx; i != qp->sq.head; i++)
+		if (fills_a_packet(qp, sr_sq_at(&qp->sq, i)))
+			return false;
+	return true;
 }
 
 int sr_qp_post_send(struct sr_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)

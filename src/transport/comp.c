@@ -650,6 +650,8 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 	uint64_t fast = base + probe_ns(qp);
 	uint64_t tlp_base = qp->comp.last_progress > qp->comp.tlp_at ? qp->comp.last_progress
 								     : qp->comp.tlp_at;
+	if (qp->comp.last_new > tlp_base)
+		tlp_base = qp->comp.last_new;	/* no probe for a tail just sent */
 	uint64_t tlp = qp->comp.tlp_count < 2 && sr_params()->repair
 			       ? tlp_base + tlp_ns(qp, probe_ns(qp))
 			       : 0;

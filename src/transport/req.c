@@ -238,7 +238,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
  * packets too. Its first packet may go at the path MTU before any packet of the peer was
  * seen: the offer is per message, never mid-message.
  */
-static uint32_t req_seg(struct sr_qp *qp, const struct sr_swqe *w)
+uint32_t sr_req_seg(struct sr_qp *qp, const struct sr_swqe *w)
 {
 	uint32_t s = qp->peer_seg < qp->nic->seg_max ? qp->peer_seg : qp->nic->seg_max;
 
@@ -480,12 +480,14 @@ static void req_progress(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
 	bool was_idle, sent = false;
+	uint32_t high0;
 
 	if (sr_qp_reliable(qp)) {
 		catch_up(qp);
 		sr_comp_local(qp);
 	}
 	was_idle = !sr_req_outstanding(qp);
+	high0 = qp->req.high_psn;
 
 	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
 		return;
@@ -549,7 +551,7 @@ static void req_progress(struct sr_qp *qp)
 				qp->req.rd_atomic++;
 			}
 			w->first_psn = qp->req.psn;
-			w->seg = req_seg(qp, w);
+			w->seg = sr_req_seg(qp, w);
 			w->npkts = sr_op_is_one_pkt(w->opcode) || w->dplaced
 					   ? 1
 					   : sr_npkts(w->length, w->seg);
@@ -606,8 +608,15 @@ static void req_progress(struct sr_qp *qp)
 	}
 	if (!sr_qp_reliable(qp) || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
 		return;	/* (a failed oldest WQE moved the QP to an error state) */
-	if (sent && was_idle)
-		qp->comp.last_progress = sr_now_ns();
+	if (sent && (was_idle || sr_psn_gt(qp->req.high_psn, high0))) {
+		uint64_t now = sr_now_ns();
+
+		if (was_idle)
+			qp->comp.last_progress = now;
+		/* A tail just sent is not a lost tail: the probe counts from here (comp.c,
+		 * sr_qp_timers), as TCP arms its probe timeout at each new transmission. */
+		qp->comp.last_new = now;
+	}
 	if (sr_req_outstanding(qp) && qp->timeout_ns && !qp->on_timer_list)
 		sr_timer_arm(qp);
 }

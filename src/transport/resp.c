@@ -87,6 +87,7 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
 	struct sr_nic *nic = qp->nic;
 
 	qp->resp.ack_psn = psn;
+	qp->resp.ack_class = qp->resp.cur_class;
 	qp->resp.ack_pending = true;
 	if (qp->resp.on_ack_list)
 		return;
@@ -168,25 +169,49 @@ void sr_resp_final_ack(struct sr_qp *qp)
  * nic_thread). An application that stops
  * answering resets the score, so a one-way stream never waits. IBA lets a responder coalesce
  * ACKs; the requester's timeout (milliseconds at least) is far beyond the deferral.
+ *
+ * Two refinements, both measured on UCX's rendezvous by RDMA WRITE (UCX_RNDV_SCHEME=put_zcopy,
+ * bench/README.md): the requester sends a ready-to-send (SEND), the responder's application
+ * answers with ready-to-receive (SEND), the requester WRITEs the data and, only once that WRITE
+ * is acknowledged, sends the end-of-transfer (SEND). The WRITE is never answered, and its ACK
+ * is what the next message waits for.
+ * - The score is kept per class of message: those that complete a receive WQE (SEND, WRITE
+ *   with immediate) and those that do not (WRITE, READ, atomics, FLUSH). An application answers
+ *   what it sees; a protocol that mixes the two answers one class and not the other, and a
+ *   single score made the answered SENDs vouch for the WRITE, whose ACK then waited
+ *   ack_defer_us (up to 5 times that) for an answer that could not come.
+ * - Only the ACK of a message's last packet waits. One asked for in the middle of a long
+ *   message (every half send window) cannot be answered before the message ends; held, it
+ *   stalled the requester's window once per ack_defer_us.
  */
 #define SR_PP_SCORE 2
+
+static uint8_t msg_class(const struct sr_pkt *pkt)
+{
+	return (pkt->mask & SR_M_SEND) || (pkt->mask & SR_M_IMMDT) ? 0 : 1;
+}
 
 /* Only toward a softrdma peer: another stack would see the answer before the ACK (resp.c's
  * order is kept by the receiver's udp.c, sr_net_rx_fd). */
 static bool ack_deferrable(const struct sr_qp *qp)
 {
 	return qp->type == IBV_QPT_RC && qp->state == IBV_QPS_RTS && qp->peer_sr &&
-	       qp->resp.pp_score >= SR_PP_SCORE && !qp->resp.nak_sent;
+	       qp->resp.pp_score[qp->resp.ack_class] >= SR_PP_SCORE && !qp->resp.nak_sent &&
+	       !qp->resp.in_send && !qp->resp.in_write;
 }
 
-/* Counts the messages in a row the application answered (qp->lock held; a message's end). */
-static void score_answer(struct sr_qp *qp)
+/* Counts the messages of a class in a row the application answered (qp->lock held; a
+ * message's end): an answer posted since the previous message ended answers that one. */
+static void score_answer(struct sr_qp *qp, const struct sr_pkt *pkt)
 {
+	uint8_t *score = &qp->resp.pp_score[qp->resp.last_class];
+
 	if (!qp->resp.answered)
-		qp->resp.pp_score = 0;
-	else if (qp->resp.pp_score < SR_PP_SCORE)
-		qp->resp.pp_score++;
+		*score = 0;
+	else if (*score < SR_PP_SCORE)
+		(*score)++;
 	qp->resp.answered = false;
+	qp->resp.last_class = msg_class(pkt);
 }
 
 void sr_resp_answer(struct sr_qp *qp)
@@ -1112,6 +1137,7 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 
 	if (!xrc_bind(qp, pkt) || !sequence_ok(qp, pkt) || !qp_allows(qp, pkt))
 		return nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ);
+	qp->resp.cur_class = msg_class(pkt);
 	if (pkt->mask & SR_M_SEND)
 		r = do_send(qp, pkt);
 	else if (pkt->mask & SR_M_WRITE)
@@ -1127,7 +1153,7 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (r == RSP_OK) {
 		qp->resp.epsn = sr_psn_next(pkt->psn);
 		if (pkt->mask & SR_M_END)
-			score_answer(qp);
+			score_answer(qp, pkt);
 		if (pkt->ackreq && !qp->resp.acked_now)
 			ack_later(qp, pkt->psn);
 	}

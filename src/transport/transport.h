@@ -15,6 +15,8 @@ struct sr_pkt;
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
 /* Sends what the SQ allows now; qp lock held. */
 void sr_req_progress(struct sr_qp *qp);
+/* The payload of each packet of WQE w, were it to start now (req.c). */
+uint32_t sr_req_seg(struct sr_qp *qp, const struct sr_swqe *w);
 /* Go back to psn and resend from there (retransmit); qp lock held. */
 void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
 /* Something sent is not yet acknowledged (the retransmission timer runs). */

@@ -119,8 +119,39 @@ static void peer_ack(uint32_t psn)
 
 	hdr[4] |= mark;
 	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
-	if (!vu_wait(cq, &wc, 2000) || wc.status != IBV_WC_SUCCESS)
-		SR_FAIL("the QP's WRITE PSN %u: %s", psn, vu_wc_str(&wc));
+	do {	/* the peer's SENDs completed receive WQEs of the same CQ */
+		if (!vu_wait(cq, &wc, 2000) || wc.status != IBV_WC_SUCCESS) {
+			SR_FAIL("the QP's WRITE PSN %u: %s", psn, vu_wc_str(&wc));
+			return;
+		}
+	} while (wc.opcode == IBV_WC_RECV);
+}
+
+/* The peer sends a 4-byte message, asking for an ACK (a receive WQE of the QP takes it). */
+static void peer_send(void)
+{
+	uint8_t hdr[64], b[4] = { 'S', (uint8_t)rpsn, 0, 0 };
+	size_t hlen = rp_hdr_send(hdr, OPC(SEND_ONLY), qp->qp_num, rpsn, true);
+
+	hdr[4] |= mark;
+	clock_gettime(CLOCK_REALTIME, &t_write);
+	REQUIRE(rp_send(&rp, hdr, hlen, b, sizeof(b), 0) == 0);
+	rpsn++;
+}
+
+/* The peer's two-packet WRITE of 1025 bytes into tgt + 1024: the FIRST (a full 1024-byte path
+ * MTU) or the LAST (1 byte), each asking for an ACK. */
+static void peer_write_part(bool first)
+{
+	uint8_t hdr[64], b[1024];
+	size_t hlen = rp_hdr_write(hdr, first ? OPC(WRITE_FIRST) : OPC(WRITE_LAST), qp->qp_num,
+				   rpsn, true, (uint64_t)(uintptr_t)tgt.p + 1024, tgt.mr->rkey, 1025);
+
+	memset(b, (uint8_t)rpsn, sizeof(b));
+	hdr[4] |= mark;
+	clock_gettime(CLOCK_REALTIME, &t_write);
+	REQUIRE(rp_send(&rp, hdr, hlen, b, first ? sizeof(b) : 1, 0) == 0);
+	rpsn++;
 }
 
 /* The application answers: one byte WRITE to the peer. */
@@ -207,6 +238,109 @@ static bool deferred_then_late_then_reset(void)
 	if (!EXPECT_ACK(DEFER_MS / 3))
 		return false;
 	CHECK_EQ(vu_stat("acks_deferred") - with, 1);
+	destroy_qp();
+	return false;
+}
+
+/* Three messages answered: the third one's ACK is held, and leaves after the answer. */
+static enum held ping_pong_held(void)
+{
+	enum held h;
+
+	if (!ping_pong_twice())
+		return NOT_HELD;
+	peer_write();
+	h = EXPECT_HELD(DEFER_MS / 3);
+	if (h != HELD)
+		return h;
+	answer();
+	if (!EXPECT_WRITE(DEFER_MS / 3) || !EXPECT_ACK(DEFER_MS / 3))
+		return NOT_HELD;
+	peer_ack(spsn - 1);
+	return HELD;
+}
+
+/*
+ * In a ping-pong of long messages the requester asks for an ACK every half window, in the
+ * middle of a message. No answer can come before the message ends: that ACK leaves at once
+ * (held, it stalled the requester's window once per ack_defer_us). The ACK of the last packet
+ * still waits for the answer.
+ */
+static bool mid_message_not_held(void)
+{
+	int64_t with = vu_stat("acks_deferred");
+
+	printf("the ACK of a message's middle is not held; its last packet's is\n");
+	connect_qp();
+	switch (ping_pong_held()) {
+	case STALLED: return true;
+	case NOT_HELD: return false;
+	case HELD: break;
+	}
+	peer_write_part(true);
+	if (!EXPECT_ACK(DEFER_MS / 3))	/* at once */
+		return false;
+	peer_write_part(false);
+	switch (EXPECT_HELD(DEFER_MS / 3)) {
+	case STALLED: return true;
+	case NOT_HELD: return false;
+	case HELD: break;
+	}
+	answer();
+	if (!EXPECT_WRITE(DEFER_MS / 3) || !EXPECT_ACK(DEFER_MS / 3))
+		return false;
+	CHECK_EQ(vu_stat("acks_deferred") - with, 2);
+	CHECK_EQ(tgt.p[1024], (uint8_t)(rpsn - 2));
+	CHECK_EQ(tgt.p[2048], (uint8_t)(rpsn - 1));
+	destroy_qp();
+	return false;
+}
+
+/*
+ * UCX's rendezvous by WRITE, in miniature: SENDs the application answers, and a WRITE it does
+ * not (the peer sends its next SEND only once the WRITE is acknowledged). The answered SENDs
+ * do not vouch for the WRITE: its ACK leaves at once. The SEND after it still counts as
+ * answered in a row, and its ACK waits for the answer.
+ */
+static bool unanswered_class_not_held(void)
+{
+	int64_t with = vu_stat("acks_deferred");
+
+	printf("answered SENDs do not make an unanswered WRITE's ACK wait\n");
+	connect_qp();
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(vu_post_recv(qp, 100 + i, tgt.mr, tgt.p + 2560 + 32 * i, 16), 0);
+	for (int i = 0; i < 3; i++) {
+		peer_send();
+		if (i < 2) {
+			if (!EXPECT_ACK(DEFER_MS / 3))	/* not deferred yet: at once */
+				return false;
+		} else {
+			switch (EXPECT_HELD(DEFER_MS / 3)) {
+			case STALLED: return true;
+			case NOT_HELD: return false;
+			case HELD: break;
+			}
+		}
+		answer();
+		if (!EXPECT_WRITE(DEFER_MS / 3) || (i == 2 && !EXPECT_ACK(DEFER_MS / 3)))
+			return false;
+		peer_ack(spsn - 1);
+	}
+	peer_write();
+	if (!EXPECT_ACK(DEFER_MS / 3))	/* the WRITE: at once */
+		return false;
+	peer_send();
+	switch (EXPECT_HELD(DEFER_MS / 3)) {
+	case STALLED: return true;
+	case NOT_HELD: return false;
+	case HELD: break;
+	}
+	answer();
+	if (!EXPECT_WRITE(DEFER_MS / 3) || !EXPECT_ACK(DEFER_MS / 3))
+		return false;
+	CHECK_EQ(vu_stat("acks_deferred") - with, 2);
+	CHECK_EQ(memcmp(tgt.p + 2560 + 32 * 3, "S", 1), 0);
 	destroy_qp();
 	return false;
 }
@@ -327,7 +461,8 @@ static bool gso_request_then_ack(void)
 }
 
 /* A case returns true when it was stalled (EXPECT_HELD) and must run again; a QP it left
- * (a failed or stalled case) is destroyed, which also takes its completions out of the CQ. */
+ * (a failed or stalled case) is destroyed, which also takes its completions out of the CQ,
+ * and what it still sent is read, so that the next case starts from a quiet socket. */
 static void run_case(bool (*run)(void))
 {
 	for (int tries = 0;; tries++) {
@@ -335,10 +470,10 @@ static void run_case(bool (*run)(void))
 
 		if (qp)
 			destroy_qp();
+		for (int k = 0; k < 64 && !rp_quiet(&rp, DEFER_MS / 10, &(struct sr_pkt){ 0 }); k++)
+			;	/* what a stalled or failed case left on its way */
 		if (!again)
 			return;
-		for (int k = 0; k < 64 && !rp_quiet(&rp, DEFER_MS / 10, &(struct sr_pkt){ 0 }); k++)
-			;	/* what the stalled case left on its way */
 		if (tries == 2) {
 			SR_FAIL("stalled three times in a row");
 			return;
@@ -373,6 +508,8 @@ int main(void)
 	run_case(error_sends_it);
 	run_case(reset_sends_it);
 	run_case(gso_request_then_ack);
+	run_case(mid_message_not_held);
+	run_case(unanswered_class_not_held);
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);

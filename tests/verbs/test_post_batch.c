@@ -6,8 +6,9 @@
  *
  * The rule: a QP with nothing in flight sends a posted WQE at once. A WQE posted while an older
  * one waits for its ACK stays in the SQ until the ACK comes or post_batch WQEs wait; a QP that
- * leaves RTS flushes the held WQEs like any other. post_batch is 4 here (32 by default), so a
- * few posts reach the threshold.
+ * leaves RTS flushes the held WQEs like any other. Only what is smaller than one packet waits:
+ * a SEND or WRITE that fills at least one leaves at once, with the held ones before it. post_batch
+ * is 4 here (32 by default), so a few posts reach the threshold.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -141,6 +142,53 @@ static void held_until_ack_or_batch(void)
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 }
 
+/* The next packet is opcode op with this PSN and len bytes of payload. */
+static bool expect_pkt(uint8_t op, uint32_t psn, uint32_t len, int line)
+{
+	uint8_t buf[4096];
+	struct sr_pkt pkt;
+
+	if (rp_recv(&rp, buf, sizeof(buf), &pkt, 2000) <= 0) {
+		SR_FAIL("line %d: no packet (wanted %s PSN %u)", line, sr_opcode_name(op), psn);
+		return false;
+	}
+	if (pkt.opcode != op || pkt.psn != psn || pkt.paylen != len) {
+		SR_FAIL("line %d: got %s PSN %u (%u bytes), wanted %s PSN %u (%u bytes)", line,
+			sr_opcode_name(pkt.opcode), pkt.psn, pkt.paylen, sr_opcode_name(op), psn,
+			len);
+		return false;
+	}
+	return true;
+}
+
+/* As Nagle's algorithm holds only segments smaller than a packet: a WRITE that fills whole
+ * packets leaves at once, behind the small ones held before it, with no ACK (UCX's
+ * rendezvous by WRITE posts a small head, then the rest of the message). */
+static void full_packet_not_held(void)
+{
+	printf("a WQE of at least one full packet is not held, nor what waits before it\n");
+	if (!one_sent_two_held())
+		return;
+	memset(lb.p + 2048, 0x5a, 2 * MTU);
+	CHECK_EQ(vu_post_rdma(qp, 4, IBV_WR_RDMA_WRITE, lb.mr, lb.p + 2048, 2 * MTU, RVA + 2048,
+			      RKEY, 0), 0);
+	if (!EXPECT_WRITE(P0 + 1, 2) || !EXPECT_WRITE(P0 + 2, 3) ||
+	    !expect_pkt(OPC(WRITE_FIRST), P0 + 3, MTU, __LINE__) ||
+	    !expect_pkt(OPC(WRITE_LAST), P0 + 4, MTU, __LINE__))
+		return;
+	/* A small one behind the big one in flight is held again. */
+	CHECK_EQ(post(5), 0);
+	if (!EXPECT_HELD(150))
+		return;
+	ack(P0 + 4);
+	expect_done(1, 4, IBV_WC_SUCCESS);
+	if (!EXPECT_WRITE(P0 + 5, 5))
+		return;
+	ack(P0 + 5);
+	expect_done(5, 1, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
 /* Held WQEs are WQEs like any other: a QP moved to ERR flushes them, in order, after the one in
  * flight. */
 static void held_then_flushed(void)
@@ -172,6 +220,7 @@ int main(void)
 
 	held_until_ack_or_batch();
 	held_then_flushed();
+	full_packet_not_held();
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
