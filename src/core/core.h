@@ -341,6 +341,8 @@ struct sr_channel {
 	uint32_t head, tail, cap;
 	int wfd;			/* blocking waits: epoll {ch.fd, the NIC's socket}, or -1 */
 	int wsock;			/* the socket fd registered in wfd (-1: none) */
+	int waiters;			/* threads asleep in ibv_get_cq_event (lock) */
+	bool dead;			/* destroyed while waiters slept: the last one frees it */
 };
 
 struct sr_cq {

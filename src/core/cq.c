@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -61,8 +63,7 @@ static void flag_clear(int fd)
 }
 
 /* Nothing queued: -EAGAIN on a non-blocking fd, else wait until something may be. A signal
- * ends the wait with -EINTR, as rdma-core's read() of the channel fd does (qperf ends a test
- * with SIGALRM while it sleeps in ibv_get_cq_event). */
+ * ends the wait with -EINTR, as rdma-core's read() of the fd does. */
 static int flag_wait(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -81,7 +82,7 @@ static int flag_wait(int fd)
  * it, pushed the event and wrote the channel's flag, which woke the consumer (a thread
  * hand-off per message, on 2 cores about half of an event-driven ping-pong's round trip).
  *
- * A blocking ibv_get_cq_event that finds nothing sleeps in epoll_wait on an internal epoll
+ * A blocking ibv_get_cq_event that finds nothing sleeps in epoll_pwait on an internal epoll
  * (wfd) holding the channel's flag and the NIC's socket, the socket registered EPOLLEXCLUSIVE,
  * as the progress thread's is while any channel does this (nic->chan_waits; engine/nic.c). The
  * kernel wakes one exclusive waiter per datagram, in registration order, and counts an epoll as
@@ -165,10 +166,9 @@ int sr_channel_create(struct sr_ctx *ctx, struct sr_channel **out)
 	return 0;
 }
 
-int sr_channel_destroy(struct sr_channel *ch)
+/* The channel's end: at its destroy, or, destroyed while threads slept in it, by the last of them. */
+static void channel_free(struct sr_channel *ch)
 {
-	if (ch->ch.refcnt)
-		return -EBUSY;
 	if (ch->wsock >= 0) {
 		struct sr_nic *nic = sr_ctx(ch->ch.context)->nic;
 
@@ -178,8 +178,31 @@ int sr_channel_destroy(struct sr_channel *ch)
 	if (ch->wfd >= 0)
 		close(ch->wfd);
 	close(ch->ch.fd);
+	pthread_mutex_destroy(&ch->lock);
 	free(ch->q);
 	free(ch);
+}
+
+/*
+ * A thread may still sleep in ibv_get_cq_event (a CQ-less channel: refcnt 0): the channel is
+ * then only marked and its flag set, which wakes the sleepers; they return EBADF (their fd was
+ * closed under them) and the last one frees it. (rdma-core's sleeper would sleep on forever.)
+ */
+int sr_channel_destroy(struct sr_channel *ch)
+{
+	pthread_mutex_lock(&ch->lock);
+	if (ch->ch.refcnt) {
+		pthread_mutex_unlock(&ch->lock);
+		return -EBUSY;
+	}
+	if (ch->waiters) {
+		ch->dead = true;
+		flag_set(ch->ch.fd);
+		pthread_mutex_unlock(&ch->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	channel_free(ch);
 	return 0;
 }
 
@@ -226,14 +249,74 @@ bool sr_channel_watches_rx(struct sr_channel *ch)
 	return chan_nic(ch) && !(fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK);
 }
 
-/* ibv_get_cq_event: 0 with *cq set, or -errno (EAGAIN on a non-blocking empty channel). */
+/* A sleeper leaves its wait (returned, or cancelled in it): whether the channel was destroyed
+ * meanwhile (then not to be touched again: the last sleeper has freed it). */
+static bool chan_leave(struct sr_channel *ch)
+{
+	bool dead, last;
+
+	pthread_mutex_lock(&ch->lock);
+	dead = ch->dead;
+	last = --ch->waiters == 0;
+	pthread_mutex_unlock(&ch->lock);
+	if (dead && last)
+		channel_free(ch);
+	return dead;
+}
+
+static void chan_leave_cancelled(void *ch)
+{
+	chan_leave(ch);
+}
+
+/* Sleeps (on wfd, or on the flag alone), the only place where it may be cancelled, with the
+ * caller's signal mask `open`: the events, or -1 with errno. */
+static int chan_sleep(struct sr_channel *ch, bool on_wfd, struct epoll_event *ev,
+		      const sigset_t *open, int cstate)
+{
+	struct pollfd p = { .fd = ch->ch.fd, .events = POLLIN };
+	int n, err;
+
+	pthread_setcancelstate(cstate, NULL);
+	pthread_cleanup_push(chan_leave_cancelled, ch);
+	if (on_wfd)
+		n = epoll_pwait(ch->wfd, ev, 2, -1, open);
+	else
+		n = ppoll(&p, 1, NULL, open);
+	err = errno;
+	pthread_cleanup_pop(0);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	errno = err;
+	return n;
+}
+
+/*
+ * ibv_get_cq_event: 0 with *cq set, or -errno (EAGAIN on a non-blocking empty channel).
+ *
+ * Its wait is what rdma-core's read() of the channel fd is, a cancellation point ended by a
+ * signal with EINTR (rping cancels its CQ thread there; qperf ends a test with SIGALRM), but
+ * the sleeper also works: it receives the NIC's datagrams, with the receive lock and other
+ * channels' locks held. So cancellation is enabled only while it sleeps (a thread cancelled
+ * while receiving would die holding them and the NIC would never receive again: a cancel
+ * that comes then is acted on when it sleeps again), and signals are blocked from its first
+ * wait to its return, each wait opening them atomically (epoll_pwait/ppoll, the pselect
+ * pattern): a signal that comes while it receives stays pending and ends its next wait with
+ * EINTR, where a handler run between the receive and the wait would let it sleep on. The
+ * synchronous signals of a fault are never blocked.
+ */
 int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 {
+	sigset_t all, old;
+	bool masked = false;
+	int cstate, ret;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 	for (;;) {
 		struct sr_cq *cq = NULL;
 		struct epoll_event ev[2];
 		struct sr_nic *nic;
-		int ret, n;
+		bool rx = false;
+		int n, err;
 
 		pthread_mutex_lock(&ch->lock);
 		if (ch->tail != ch->head) {
@@ -247,28 +330,51 @@ int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 			cq->comp_events_delivered++;
 			pthread_mutex_unlock(&cq->ibcq.mutex);
 			*out = cq;
-			return 0;
+			ret = 0;
+			break;
+		}
+		/* Nothing queued: -EAGAIN on a non-blocking fd, else sleep until something may
+		 * be, on wfd when the sleeper receives itself, else on the flag alone. */
+		if (fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK) {
+			ret = -EAGAIN;
+			break;
 		}
 		nic = chan_nic(ch);
-		if (nic && !(fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK)) {
-			pthread_mutex_lock(&ch->lock);
-			ret = chan_wait_fd(ch, nic);
-			pthread_mutex_unlock(&ch->lock);
-			if (!ret) {
-				/* A signal ends the wait with -EINTR, as below. */
-				n = epoll_wait(ch->wfd, ev, 2, -1);
-				if (n < 0)
-					return -errno;
-				for (int i = 0; i < n; i++)
-					if (ev[i].data.fd != ch->ch.fd)
-						nic->engine->chan_rx(nic, true);
-				continue;
-			}
+		pthread_mutex_lock(&ch->lock);
+		ret = nic ? chan_wait_fd(ch, nic) : -1;
+		ch->waiters++;
+		pthread_mutex_unlock(&ch->lock);
+		if (!masked) {
+			sigfillset(&all);
+			sigdelset(&all, SIGSEGV);
+			sigdelset(&all, SIGBUS);
+			sigdelset(&all, SIGFPE);
+			sigdelset(&all, SIGILL);
+			sigdelset(&all, SIGTRAP);
+			sigdelset(&all, SIGABRT);
+			pthread_sigmask(SIG_BLOCK, &all, &old);
+			masked = true;
 		}
-		ret = flag_wait(ch->ch.fd);
-		if (ret)
-			return ret;
+		n = chan_sleep(ch, !ret, ev, &old, cstate);
+		err = errno;
+		for (int i = 0; !ret && i < n; i++)
+			if (ev[i].data.fd != ch->ch.fd)
+				rx = true;
+		if (chan_leave(ch)) {
+			ret = -EBADF;
+			break;
+		}
+		if (n < 0) {
+			ret = -err;
+			break;
+		}
+		if (rx)
+			nic->engine->chan_rx(nic, true);
 	}
+	if (masked)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_setcancelstate(cstate, NULL);
+	return ret;
 }
 
 /* ---- CQ --------------------------------------------------------------------------------------- */

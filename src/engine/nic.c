@@ -434,6 +434,12 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		return 0;
 	}
 	if (!pthread_mutex_trylock(&nic->rx_lock)) {
+		int cstate;
+
+		/* Not cancelled in here (recvmmsg, sendmsg and a channel's flag write are
+		 * cancellation points): a thread cancelled while it polls would die holding the
+		 * receive lock, and the NIC would never receive again. */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 		/* After a drain that found nothing, the next datagram is most likely alone (the
 		 * answer of a ping-pong): ask for one, and the kernel does not look for a second
 		 * (the empty look cost ~0.25 us of each answer's receive). Anything more waits
@@ -447,6 +453,7 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		if (n <= 0)
 			atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
 		pthread_mutex_unlock(&nic->rx_lock);
+		pthread_setcancelstate(cstate, NULL);
 	} else if (sr_params()->busy_poll_us <= 0) {
 		after = SR_APP_LOCKED_YIELD_NS;
 	} else {
@@ -482,6 +489,7 @@ void sr_nic_app_idle(struct sr_nic *nic, bool kick)
  */
 static int nic_chan_rx(struct sr_nic *nic, bool wait)
 {
+	/* Called with cancellation disabled and signals blocked (core/cq.c). */
 	int got = 0, n;
 
 	if (wait ? pthread_mutex_lock(&nic->rx_lock) : pthread_mutex_trylock(&nic->rx_lock))
@@ -1162,7 +1170,23 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	ev.events = EPOLLIN;
 	ev.data.fd = nic->evfd;
 	epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->evfd, &ev);
-	ret = pthread_create(&nic->thread, NULL, nic_thread, nic);
+	{
+		/* Signals stay with the application's threads: one that comes while a consumer
+		 * in ibv_get_cq_event receives (signals blocked, core/cq.c) waits for its next
+		 * sleep, not taken by this thread. The synchronous ones of a fault stay open. */
+		sigset_t all, old;
+
+		sigfillset(&all);
+		sigdelset(&all, SIGSEGV);
+		sigdelset(&all, SIGBUS);
+		sigdelset(&all, SIGFPE);
+		sigdelset(&all, SIGILL);
+		sigdelset(&all, SIGTRAP);
+		sigdelset(&all, SIGABRT);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		ret = pthread_create(&nic->thread, NULL, nic_thread, nic);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	if (ret) {
 		nic->thread = 0;
 		ret = -ret;
