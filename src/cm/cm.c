@@ -26,6 +26,7 @@
 #include "cm/cm.h"
 #include "cm/sys.h"
 #include "core/fd.h"
+#include "core/sig.h"
 
 struct cm_sock {
 	int fd, family, refs;
@@ -973,7 +974,7 @@ int cm_start(void)
 	epoll_ctl(cm.epfd, EPOLL_CTL_ADD, cm.evfd, &ev);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&cm.thread, &at, cm_thread, NULL);
+	ret = sr_thread_create(&cm.thread, &at, cm_thread, NULL);	/* core/sig.h */
 	pthread_attr_destroy(&at);
 	if (ret)
 		return -ret;

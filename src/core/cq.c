@@ -27,6 +27,7 @@
 #include "core/fd.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/sig.h"
 
 /* ---- FIFO helpers -------------------------------------------------------------------------- */
 /* FIFOs are rings indexed by free-running counters modulo a power-of-two capacity. Growing
@@ -345,13 +346,7 @@ int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 		ch->waiters++;
 		pthread_mutex_unlock(&ch->lock);
 		if (!masked) {
-			sigfillset(&all);
-			sigdelset(&all, SIGSEGV);
-			sigdelset(&all, SIGBUS);
-			sigdelset(&all, SIGFPE);
-			sigdelset(&all, SIGILL);
-			sigdelset(&all, SIGTRAP);
-			sigdelset(&all, SIGABRT);
+			sr_sigset_async(&all);
 			pthread_sigmask(SIG_BLOCK, &all, &old);
 			masked = true;
 		}

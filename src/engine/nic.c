@@ -45,6 +45,7 @@
 #include "core/fd.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/sig.h"
 #include "engine/engine.h"
 #include "net/net.h"
 #include "transport/transport.h"
@@ -1170,23 +1171,8 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	ev.events = EPOLLIN;
 	ev.data.fd = nic->evfd;
 	epoll_ctl(nic->epfd, EPOLL_CTL_ADD, nic->evfd, &ev);
-	{
-		/* Signals stay with the application's threads: one that comes while a consumer
-		 * in ibv_get_cq_event receives (signals blocked, core/cq.c) waits for its next
-		 * sleep, not taken by this thread. The synchronous ones of a fault stay open. */
-		sigset_t all, old;
-
-		sigfillset(&all);
-		sigdelset(&all, SIGSEGV);
-		sigdelset(&all, SIGBUS);
-		sigdelset(&all, SIGFPE);
-		sigdelset(&all, SIGILL);
-		sigdelset(&all, SIGTRAP);
-		sigdelset(&all, SIGABRT);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		ret = pthread_create(&nic->thread, NULL, nic_thread, nic);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
+	/* Signals stay with the application's threads (core/sig.h). */
+	ret = sr_thread_create(&nic->thread, NULL, nic_thread, nic);
 	if (ret) {
 		nic->thread = 0;
 		ret = -ret;

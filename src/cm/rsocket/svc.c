@@ -15,6 +15,7 @@
 
 #include "cm/rsocket/rs.h"
 #include "core/fd.h"
+#include "core/sig.h"
 
 static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
 static int svc_epfd = -1;
@@ -55,7 +56,7 @@ static int svc_start(void)
 		return -errno;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&t, &at, svc_run, NULL);
+	ret = sr_thread_create(&t, &at, svc_run, NULL);	/* core/sig.h */
 	pthread_attr_destroy(&at);
 	if (ret) {
 		sys_close(svc_epfd);
