@@ -245,3 +245,24 @@ int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const voi
 	}
 	return 0;
 }
+
+int rp_send_small(struct rawpeer *rp, uint32_t dqpn, uint32_t *psn)
+{
+	uint8_t hdr[64], msg[16];
+	size_t hlen = rp_hdr_send(hdr, SR_OPC(SR_TR_RC, SR_OP_SEND_ONLY), dqpn, *psn, true);
+	int ret;
+
+	memset(msg, (int)(*psn & 0xff), sizeof(msg));
+	ret = rp_send(rp, hdr, hlen, msg, sizeof(msg), 0);
+	*psn = (*psn + 1) & 0xffffff;
+	return ret;
+}
+
+void rp_drain(struct rawpeer *rp)
+{
+	uint8_t buf[256];
+	struct sr_pkt pkt;
+
+	while (rp_recv(rp, buf, sizeof(buf), &pkt, 0) > 0)
+		;
+}

@@ -71,5 +71,10 @@ size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint
 size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,
 		    uint64_t va, uint32_t rkey, uint32_t len);
 size_t rp_hdr_send(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq);
+/* One RC SEND_ONLY of 16 bytes (each the PSN's low byte) asking for an ACK, to dqpn at *psn;
+ * *psn moves on. 0 or -errno. */
+int rp_send_small(struct rawpeer *rp, uint32_t dqpn, uint32_t *psn);
+/* Reads and drops whatever the device has sent the peer (its ACKs), without waiting. */
+void rp_drain(struct rawpeer *rp);
 
 #endif /* SR_RAWPEER_H */

@@ -27,7 +27,6 @@
 #define QPN_B 0x00bee2
 #define NRECV 256
 #define ROUNDS 80
-#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
 
 static struct vu_dev dev;
 static struct vu_buf rbuf_a, rbuf_b;
@@ -37,25 +36,6 @@ static uint32_t psn_a, psn_b;
 static atomic_int stop, bev, bwc;
 static struct ibv_comp_channel *ch_a, *ch_b;
 static struct ibv_cq *cq_a, *cq_b, *cq_c;
-
-static void send_to(struct ibv_qp *qp, uint32_t *psn)
-{
-	uint8_t hdr[64], msg[16];
-	size_t hlen = rp_hdr_send(hdr, OPC(SEND_ONLY), qp->qp_num, *psn, true);
-
-	memset(msg, 1, sizeof(msg));
-	rp_send(&rp, hdr, hlen, msg, sizeof(msg), 0);
-	*psn = (*psn + 1) & 0xffffff;
-}
-
-static void drain_peer(void)
-{
-	uint8_t buf[256];
-	struct sr_pkt pkt;
-
-	while (rp_recv(&rp, buf, sizeof(buf), &pkt, 0) > 0)
-		;
-}
 
 /* SENDs to B, whose events and completions it takes itself (B's channel is non-blocking). */
 static void *flood(void *arg)
@@ -68,13 +48,13 @@ static void *flood(void *arg)
 		struct pollfd p = { .fd = ch_b->fd, .events = POLLIN };
 
 		ibv_req_notify_cq(cq_b, 0);
-		send_to(qp_b, &psn_b);
+		rp_send_small(&rp, qp_b->qp_num, &psn_b);
 		poll(&p, 1, 100);
 		while (ibv_get_cq_event(ch_b, &ev_cq, &ev_ctx) == 0)
 			ibv_ack_cq_events(ev_cq, 1), bev++;
 		while (ibv_poll_cq(cq_b, 1, &wc) > 0 && ++bwc)
 			vu_post_recv(qp_b, 0, rbuf_b.mr, rbuf_b.p, 64);
-		drain_peer();
+		rp_drain(&rp);
 	}
 	return NULL;
 }
@@ -154,8 +134,8 @@ static int rounds(void *(*fn)(void *), const char *what)
 		usleep(10000);
 		while (ibv_poll_cq(cq_b, 1, &wc) > 0)
 			vu_post_recv(qp_b, 0, rbuf_b.mr, rbuf_b.p, 64);
-		drain_peer();
-		send_to(qp_a, &psn_a);
+		rp_drain(&rp);
+		rp_send_small(&rp, qp_a->qp_num, &psn_a);
 		if (vu_wait(cq_a, &wc, 3000) != 1) {
 			SR_FAIL("%s, round %d: after the cancel a SEND to A never completes (the "
 				"NIC's receive lock died with the thread?)", what, r);

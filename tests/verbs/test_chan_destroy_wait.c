@@ -18,7 +18,6 @@
 #define QPN_A 0x00bee1
 #define NRECV 64
 #define SLEEPERS 3
-#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
 
 static struct vu_dev dev;
 static struct vu_buf rbuf_a;
@@ -28,16 +27,6 @@ static uint32_t psn_a;
 static struct ibv_comp_channel *ch_c;
 static atomic_int in_get, done;
 static int rets[SLEEPERS], errs[SLEEPERS];
-
-static void send_to(struct ibv_qp *qp, uint32_t *psn)
-{
-	uint8_t hdr[64], msg[16];
-	size_t hlen = rp_hdr_send(hdr, OPC(SEND_ONLY), qp->qp_num, *psn, true);
-
-	memset(msg, 1, sizeof(msg));
-	rp_send(&rp, hdr, hlen, msg, sizeof(msg), 0);
-	*psn = (*psn + 1) & 0xffffff;
-}
 
 static void *sleeper(void *arg)
 {
@@ -82,7 +71,7 @@ int main(void)
 	CHECK_EQ(ibv_destroy_comp_channel(ch_c), 0);
 	/* Datagrams for A: they may wake a sleeper through the socket. */
 	for (int i = 0; i < 8; i++) {
-		send_to(qp_a, &psn_a);
+		rp_send_small(&rp, qp_a->qp_num, &psn_a);
 		usleep(5000);
 	}
 	for (int i = 0; i < 300 && atomic_load(&done) < SLEEPERS; i++)

@@ -22,7 +22,6 @@
 #define QPN_B 0x00bee2
 #define NRECV 256
 #define ROUNDS 20
-#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
 
 static struct vu_dev dev;
 static struct vu_buf rbuf_a, rbuf_b;
@@ -32,16 +31,6 @@ static uint32_t psn_a, psn_b;
 static atomic_int fired, returned, rescued;
 static pthread_t main_thread;
 static atomic_int handled_elsewhere;
-
-static void send_to(struct ibv_qp *qp, uint32_t *psn)
-{
-	uint8_t hdr[64], msg[16];
-	size_t hlen = rp_hdr_send(hdr, OPC(SEND_ONLY), qp->qp_num, *psn, true);
-
-	memset(msg, 1, sizeof(msg));
-	rp_send(&rp, hdr, hlen, msg, sizeof(msg), 0);
-	*psn = (*psn + 1) & 0xffffff;
-}
 
 static void on_alarm(int sig)
 {
@@ -58,7 +47,7 @@ static void *flood(void *arg)
 
 	(void)arg;
 	while (!atomic_load(&fired)) {
-		send_to(qp_b, &psn_b);
+		rp_send_small(&rp, qp_b->qp_num, &psn_b);
 		while (rp_recv(&rp, buf, sizeof(buf), &pkt, 0) > 0)
 			;
 	}
@@ -66,7 +55,7 @@ static void *flood(void *arg)
 		usleep(10000);
 	if (!atomic_load(&returned)) {
 		atomic_store(&rescued, 1);
-		send_to(qp_a, &psn_a);	/* wake it with a real event */
+		rp_send_small(&rp, qp_a->qp_num, &psn_a);	/* wake it with a real event */
 	}
 	return NULL;
 }

@@ -36,7 +36,6 @@
 #define QPN_B 0x00bee2
 #define ROUNDS 100
 #define NRECV 256
-#define OPC(x) SR_OPC(SR_TR_RC, SR_OP_##x)
 
 static struct vu_dev dev;
 static struct vu_buf rbuf_a, rbuf_b;
@@ -44,33 +43,19 @@ static struct rawpeer rp;
 static struct ibv_qp *qp_a, *qp_b;
 static uint32_t psn_a, psn_b;
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Two threads send: one at a time on the raw peer. */
+static void send_to(struct ibv_qp *qp, uint32_t *psn)
+{
+	pthread_mutex_lock(&send_lock);
+	REQUIRE(rp_send_small(&rp, qp->qp_num, psn) == 0);
+	pthread_mutex_unlock(&send_lock);
+}
 static atomic_int asleep, stop, sleeper_done;
 static struct ibv_comp_channel *ch_a, *ch_b;
 static struct ibv_cq *cq_a, *cq_b;
 
-static void send_to(struct ibv_qp *qp, uint32_t *psn)
-{
-	uint8_t hdr[64], msg[16];
-	size_t hlen;
-
-	pthread_mutex_lock(&send_lock);
-	hlen = rp_hdr_send(hdr, OPC(SEND_ONLY), qp->qp_num, *psn, true);
-	memset(msg, (int)*psn, sizeof(msg));
-	REQUIRE(rp_send(&rp, hdr, hlen, msg, sizeof(msg), 0) == 0);
-	*psn = (*psn + 1) & 0xffffff;
-	pthread_mutex_unlock(&send_lock);
-}
-
 /* The ACKs the QPs send back: read and dropped (the socket must not fill). */
-static void drain_peer(void)
-{
-	uint8_t buf[256];
-	struct sr_pkt pkt;
-
-	while (rp_recv(&rp, buf, sizeof(buf), &pkt, 0) > 0)
-		;
-}
-
 static void expect_recv(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
@@ -157,7 +142,7 @@ int main(void)
 		atomic_store(&asleep, 1);
 		get_event(ch_a, cq_a);
 		expect_recv(cq_a);
-		drain_peer();
+		rp_drain(&rp);
 	}
 	pthread_join(t, NULL);
 	chan1 = vu_stat("rx_chan_datagrams");
@@ -184,7 +169,7 @@ int main(void)
 	CHECK_EQ(atomic_load(&sleeper_done), 1);
 	pthread_join(t, NULL);
 	expect_recv(cq_a);
-	drain_peer();
+	rp_drain(&rp);
 
 	/* 3. Nobody waiting: the progress thread receives. */
 	REQUIRE(ibv_req_notify_cq(cq_a, 0) == 0);
@@ -192,7 +177,7 @@ int main(void)
 	CHECK(readable(ch_a->fd, 2000));
 	get_event(ch_a, cq_a);
 	expect_recv(cq_a);
-	drain_peer();
+	rp_drain(&rp);
 
 	/* 4. A's fd polled while datagrams for B come: readable means an event. */
 	REQUIRE(ibv_req_notify_cq(cq_a, 0) == 0);
@@ -206,7 +191,7 @@ int main(void)
 		CHECK(readable(ch_b->fd, 2000));
 		get_event(ch_b, cq_b);
 		expect_recv(cq_b);
-		drain_peer();
+		rp_drain(&rp);
 	}
 	send_to(qp_a, &psn_a);
 	CHECK(readable(ch_a->fd, 2000));
@@ -233,7 +218,7 @@ int main(void)
 			CHECK(readable(ch_b->fd, 2000));
 			get_event(ch_b, cq_b);
 			expect_recv(cq_b);
-			drain_peer();
+			rp_drain(&rp);
 		}
 		send_to(qp_a, &psn_a);
 		t0 = vu_now_ms();
