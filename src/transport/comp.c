@@ -320,7 +320,6 @@ static void empty_read_resp(struct sr_qp *qp, struct sr_swqe *w, struct sr_pkt *
 bool sr_comp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_swqe *w = oldest(qp);
-	uint8_t *pay = sr_pkt_payload(pkt);
 	struct sr_sgl sgl;
 	struct sr_acc a;
 	bool ok;
@@ -336,24 +335,9 @@ bool sr_comp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 		       (uint64_t)sr_psn_diff(pkt->psn, w->first_psn) * w->seg, pkt->paylen,
 		       IBV_ACCESS_LOCAL_WRITE, &sgl))
 		return sr_net_icrc_ok(qp->nic, pkt);	/* read_resp fails the READ */
-	if (sgl.n == 1) {
-		ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
-				       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len,
-							 pay, pkt->paylen, pay + pkt->paylen,
-							 pkt->len, sgl.iov[0].iov_base));
-		if (ok)
-			sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
-	} else {	/* two SGEs, or a map cut at a page: check, then copy */
-		ok = sr_net_icrc_ok(qp->nic, pkt);
-		if (ok)
-			sr_sgl_copy_in(&sgl, pay, pkt->paylen);
-	}
+	ok = sr_place_checked(qp->nic, pkt, sgl.iov, sgl.n);
 	sr_sgl_release(&sgl);
-	if (!ok)
-		return false;
-	pkt->icrc_tuple = NULL;
-	pkt->placed = true;
-	return true;
+	return ok;
 }
 
 static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)

@@ -601,7 +601,6 @@ static bool continues(const struct sr_qp *qp, const struct sr_pkt *pkt)
 bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	bool write = pkt->mask & SR_M_WRITE, ok;
-	uint8_t *pay = sr_pkt_payload(pkt);
 	struct iovec iov[SR_PKT_IOV], *v;
 	struct sr_mr *mr = NULL;
 	struct sr_sgl sgl;
@@ -628,27 +627,12 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 		v = sgl.iov;
 		n = sgl.n;
 	}
-	if (n == 1) {
-		ok = sr_net_icrc_match(qp->nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
-				       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len,
-							 pay, pkt->paylen, pay + pkt->paylen,
-							 pkt->len, v[0].iov_base));
-		if (ok)
-			sr_stat_inc(&qp->nic->stats, SR_STAT_rx_placed_checked);
-	} else {	/* a fast-registration map cut at a page, or two SGEs: check, then copy */
-		ok = sr_net_icrc_ok(qp->nic, pkt);
-		if (ok)
-			sr_iov_copy_in(v, n, pay, pkt->paylen);
-	}
+	ok = sr_place_checked(qp->nic, pkt, v, n);	/* a fast-registration map may be cut at a page */
 	if (write)
 		sr_mr_put(mr);
 	else
 		sr_sgl_release(&sgl);
-	if (!ok)
-		return false;
-	pkt->icrc_tuple = NULL;
-	pkt->placed = true;
-	return true;
+	return ok;
 }
 
 /*

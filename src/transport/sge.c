@@ -5,6 +5,7 @@
  * deregistered concurrently waits for the copy instead of being written after it is gone.
  */
 #include "transport/xport.h"
+#include "wire/icrc.h"
 
 void sr_sgl_release(struct sr_sgl *s)
 {
@@ -72,6 +73,30 @@ void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t le
 void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len)
 {
 	sr_iov_copy_in(s->iov, s->n, buf, len);
+}
+
+bool sr_place_checked(struct sr_nic *nic, struct sr_pkt *pkt, const struct iovec *iov, int n)
+{
+	uint8_t *pay = sr_pkt_payload(pkt);
+	bool ok;
+
+	if (n == 1) {
+		ok = sr_net_icrc_match(nic, pkt->icrc_tuple, pkt->hdr, pkt->len,
+				       sr_icrc_calc_copy(pkt->icrc_tuple, pkt->hdr, pkt->hdr_len,
+							 pay, pkt->paylen, pay + pkt->paylen,
+							 pkt->len, iov[0].iov_base));
+		if (ok)
+			sr_stat_inc(&nic->stats, SR_STAT_rx_placed_checked);
+	} else {	/* two SGEs, or a map cut at a page: check, then copy */
+		ok = sr_net_icrc_ok(nic, pkt);
+		if (ok)
+			sr_iov_copy_in(iov, n, pay, pkt->paylen);
+	}
+	if (!ok)
+		return false;
+	pkt->icrc_tuple = NULL;
+	pkt->placed = true;
+	return true;
 }
 
 uint64_t sr_rnr_timer_ns(unsigned code)

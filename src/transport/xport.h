@@ -72,6 +72,10 @@ static inline struct sr_acc sr_acc_resp(const struct sr_qp *qp, uint32_t psn, bo
 void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t len);
 /* Copies len bytes from buf into s's iovecs. */
 void sr_sgl_copy_in(struct sr_sgl *s, const void *buf, uint32_t len);
+/* Checks pkt's ICRC and copies its payload into iov[0..n): in one pass over the bytes when n
+ * is 1, else the check, then the copy. True when it matched (the tuple is then cleared and the
+ * packet marked placed); on a mismatch nothing counts as placed. */
+bool sr_place_checked(struct sr_nic *nic, struct sr_pkt *pkt, const struct iovec *iov, int n);
 
 /* Responder / completer packets (resp.c). */
 int sr_send_ack(struct sr_qp *qp, uint32_t psn, uint8_t syndrome);
