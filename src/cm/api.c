@@ -379,35 +379,6 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *cid, struct sockaddr *addr)
 	return ret ? fail(ret) : 0;
 }
 
-static void fill_path(struct cm_id *id)
-{
-	struct ibv_sa_path_rec *p = id->id.route.path_rec;
-
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (!p)
-			return;
-		id->id.route.path_rec = p;
-	}
-	id->id.route.num_paths = 1;
-	p->sgid = id->dev->gid;
-	/* The peer's data-plane GID is learnt at connection time; until then, its IP. */
-	if (id->id.route.addr.dst_addr.sa_family == AF_INET) {
-		memset(p->dgid.raw, 0, 10);
-		p->dgid.raw[10] = p->dgid.raw[11] = 0xff;
-		memcpy(&p->dgid.raw[12], &id->id.route.addr.dst_sin.sin_addr, 4);
-	} else {
-		memcpy(p->dgid.raw, &id->id.route.addr.dst_sin6.sin6_addr, 16);
-	}
-	p->pkey = htobe16(0xffff);
-	p->mtu = (uint8_t)id->dev->mtu;
-	p->mtu_selector = 2;	/* exactly */
-	p->hop_limit = 64;
-	p->reversible = 1;
-	p->numb_path = 1;
-	p->packet_life_time = 14;
-}
-
 CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src, struct sockaddr *dst,
 				int timeout_ms)
 {
@@ -466,7 +437,7 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
-	fill_path(id);
+	cm_fill_path(id, NULL);
 	id->state = CM_ROUTE_RESOLVED;
 	cm_post_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL);
 	pthread_mutex_unlock(&cm.lock);

@@ -514,6 +514,8 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 	memcpy(&c->id.route.addr.dst_addr, from, sa_len(from));
 	set_port(&c->id.route.addr.dst_addr, m->src_port);
 	c->peer_gid = m->gid;
+	if (c->dev)
+		cm_fill_path(c, &c->peer_gid);
 	c->peer_qpn = m->qpn;
 	c->peer_psn = m->psn;
 	c->path_mtu = c->dev && c->dev->mtu < m->mtu ? c->dev->mtu : (enum ibv_mtu)m->mtu;

@@ -78,3 +78,35 @@ struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_s
 	cm.ids = id;
 	return id;
 }
+
+void cm_fill_path(struct cm_id *id, const union ibv_gid *dgid)
+{
+	struct ibv_sa_path_rec *p = id->id.route.path_rec;
+
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return;
+		id->id.route.path_rec = p;
+	}
+	id->id.route.num_paths = 1;
+	p->sgid = id->dev->gid;
+	/* The peer's data-plane GID, when known (a passive side has it from the REQ); an active
+	 * side learns it at connection time, and until then the path names the peer's IP. */
+	if (dgid) {
+		p->dgid = *dgid;
+	} else if (id->id.route.addr.dst_addr.sa_family == AF_INET) {
+		memset(p->dgid.raw, 0, 10);
+		p->dgid.raw[10] = p->dgid.raw[11] = 0xff;
+		memcpy(&p->dgid.raw[12], &id->id.route.addr.dst_sin.sin_addr, 4);
+	} else {
+		memcpy(p->dgid.raw, &id->id.route.addr.dst_sin6.sin6_addr, 16);
+	}
+	p->pkey = htobe16(0xffff);
+	p->mtu = (uint8_t)id->dev->mtu;
+	p->mtu_selector = 2;	/* exactly */
+	p->hop_limit = 64;
+	p->reversible = 1;
+	p->numb_path = 1;
+	p->packet_life_time = 14;
+}

@@ -8,7 +8,8 @@
  * GID it really uses:
  *
  *   RC      rdma_init_qp_attr at RTR, and ibv_query_qp of both connected QPs; the GID it
- *           names is the peer's dgid and the active side's route.path_rec->sgid
+ *           names is the peer's dgid and the active side's route.path_rec->sgid; the
+ *           passive side's path record names its own GID and the peer's
  *   UD      the ESTABLISHED event's ah_attr (SIDR REP)
  *   mcast   the MULTICAST_JOIN event's ah_attr
  */
@@ -105,6 +106,13 @@ static void test_rc(void)
 	CHECK(!memcmp(&ssgid, &cdgid, 16));
 	REQUIRE(c->route.path_rec);
 	CHECK(!memcmp(&csgid, &c->route.path_rec->sgid, 16));
+	/* The passive side has its path record too (the kernel's rdma_cm builds it from the
+	 * REQ): its own GID, and the peer's, the one its QP sends to. */
+	printf("RC: the passive side's route\n");
+	CHECK_EQ(s->route.num_paths, 1);
+	REQUIRE(s->route.path_rec);
+	CHECK(!memcmp(&ssgid, &s->route.path_rec->sgid, 16));
+	CHECK(!memcmp(&sdgid, &s->route.path_rec->dgid, 16));
 	unpair(l, c, s);
 }
 

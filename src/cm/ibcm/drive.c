@@ -619,6 +619,8 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 		((struct sockaddr_in *)&c->id.route.addr.src_addr)->sin_port = htons(port);
 	}
 	memcpy(c->peer_gid.raw, r->primary.local_gid, 16);
+	if (c->dev)
+		cm_fill_path(c, &c->peer_gid);
 	c->peer_sr = rx->softrdma;
 	c->peer_qpn = p.qpn;
 	c->my_psn = p.psn;		/* the PSN the requester expects: we send from it */
