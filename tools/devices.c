@@ -9,6 +9,7 @@
  *   anything else                        that IPv6 address, UDP port 4791
  */
 #include "cli.h"
+#include "core/addr.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -30,25 +31,21 @@ static void gid_full(const uint8_t g[16], char *buf, size_t size)
 		 g[13], g[14], g[15]);
 }
 
+/* What a GID names, read by the library's own decoder (core/addr.c, docs/gid.md). */
 static void gid_meaning(const uint8_t g[16], char *buf, size_t size)
 {
-	static const uint8_t zero[16];
+	union ibv_gid gid;
+	struct sr_addr a;
 	char ip[INET6_ADDRSTRLEN];
-	unsigned port;
 
-	if (!memcmp(g, zero, 16)) {
+	memcpy(gid.raw, g, 16);
+	if (sr_addr_from_gid(&a, &gid)) {
 		snprintf(buf, size, "(empty)");
 		return;
 	}
-	if (!memcmp(g, zero, 8) && g[10] == 0xff && g[11] == 0xff) {
-		/* Bytes 8-9 are zero in the standard v4-mapped GID: then the port is 4791. */
-		port = (unsigned)g[8] << 8 | g[9];
-		inet_ntop(AF_INET, g + 12, ip, sizeof(ip));
-		snprintf(buf, size, "IPv4 %s, UDP port %u", ip, port ? port : ROCE_PORT);
-		return;
-	}
-	inet_ntop(AF_INET6, g, ip, sizeof(ip));
-	snprintf(buf, size, "IPv6 %s, UDP port %d", ip, ROCE_PORT);
+	inet_ntop(a.family, a.raw, ip, sizeof(ip));
+	snprintf(buf, size, "%s %s, UDP port %u", a.family == AF_INET ? "IPv4" : "IPv6", ip,
+		 (unsigned)a.port);
 }
 
 /* "a.b.c.d[:port]" or "[v6]:4791" to a GID; a GID text is taken as is. 0, or -1. */
@@ -88,14 +85,13 @@ static int gid_from_text(const char *s, uint8_t g[16])
 		if (errno || *end || end == colon + 1 || port == 0 || port > 65535)
 			return -1;
 	}
-	memset(g, 0, 16);
-	if (inet_pton(AF_INET, host, g + 12) != 1)
+	struct sr_addr a = { .family = AF_INET, .port = (uint16_t)port };
+	union ibv_gid gid;
+
+	if (inet_pton(AF_INET, host, &a.v4) != 1)
 		return -1;
-	g[10] = g[11] = 0xff;
-	if (port != ROCE_PORT) {
-		g[8] = port >> 8;
-		g[9] = port & 0xff;
-	}
+	sr_gid_from_addr(&gid, &a);	/* the library's encoder (core/addr.c) */
+	memcpy(g, gid.raw, 16);
 	return 0;
 }
 
