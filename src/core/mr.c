@@ -22,7 +22,10 @@
  * MADV_POPULATE_READ / _WRITE, which fails cleanly on a hole or a read-only mapping: the access
  * is then refused (remote access error / local protection error) instead of the stack taking
  * a SIGSEGV. (The application could still unmap between that check and the copy; that window
- * is the width of one packet's copy.)
+ * is the width of one packet's copy.) An munmap does not invalidate the MR, as on ODP
+ * hardware (mlx5: the MMU notifier drops the device's page mappings, not the key): the MR
+ * names virtual addresses, so whatever is mapped there at the access is reached, and a hole
+ * is an access error (test_odp).
  */
 #include <errno.h>
 #include <sched.h>
