@@ -2,15 +2,22 @@
  * udp_pingpong: the floor under any UDP-based transport's latency. One datagram in flight,
  * the server echoes it back; the client reports half the round trip.
  *
- *   udp_pingpong -S [-m spin|block] [-p PORT] [-B ADDR] [-c]        server (echoes, exits on a
+ *   udp_pingpong -S [-m spin|block] [-p PORT] [-B ADDR] [-c] [-2]   server (echoes, exits on a
  *                                                                    zero-length datagram)
- *   udp_pingpong -C HOST [-m spin|block] [-p PORT] [-n ITERS] [-w WARMUP] [-l SIZE] [-u]
+ *   udp_pingpong -C HOST [-m spin|block] [-p PORT] [-n ITERS] [-w WARMUP] [-l SIZE] [-u] [-2]
  *
  * By default the client's socket is connected and the server's is not (it answers with sendto).
  * -u: the client does not connect either (sendto each time, as softrdma's one socket per device
  * does); -c: the server connects to its client after the first datagram (as a socket per peer
  * would). A connected socket keeps its route (no lookup per send) and, between namespaces, its
  * received packets skip the input route lookup (UDP early demux only finds connected sockets).
+ *
+ * -2 (on both sides): softrdma's wire pattern of a ping-pong. Each message is one
+ * GSO send (UDP_SEGMENT) of two segments, SIZE bytes and then min(SIZE, 20) (an RDMA WRITE and
+ * the 20-byte ACK it carries along, as softrdma's deferred ACK leaves in the answer's send), to
+ * a socket with UDP_GRO that receives with recvmsg and its control message (the coalesced
+ * datagram and its segment size). The server echoes a coalesced datagram as the same GSO send.
+ * SIZE 40 is the wire size of an 8-byte WRITE (BTH, RETH, payload, ICRC).
  *
  * spin:  both sides poll the socket with MSG_DONTWAIT in a loop (a busy-polling stack's floor).
  * block: both sides sleep in recv() (an interrupt-driven stack's floor).
@@ -23,6 +30,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +39,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
 static int spin = 1;
+static int two;		/* -2: GSO sends of two segments, UDP_GRO receives */
+static int gro_seg;	/* segment size of the last datagram received (0: not coalesced) */
 
 static double now_us(void)
 {
@@ -48,9 +65,29 @@ static ssize_t rx(int fd, char *buf, size_t len, struct sockaddr_storage *from, 
 	double deadline = now_us() + limit_s * 1e6;
 
 	for (;;) {
+		ssize_t n;
+
 		*flen = sizeof(*from);
-		ssize_t n = recvfrom(fd, buf, len, spin ? MSG_DONTWAIT : 0, (struct sockaddr *)from,
+		if (two) {
+			union {
+				char b[CMSG_SPACE(sizeof(int))];
+				struct cmsghdr align;
+			} ctl;
+			struct iovec v = { buf, len };
+			struct msghdr m = { .msg_name = from, .msg_namelen = *flen, .msg_iov = &v,
+					    .msg_iovlen = 1, .msg_control = ctl.b,
+					    .msg_controllen = sizeof(ctl.b) };
+
+			n = recvmsg(fd, &m, spin ? MSG_DONTWAIT : 0);
+			*flen = m.msg_namelen;
+			gro_seg = 0;
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); n >= 0 && c; c = CMSG_NXTHDR(&m, c))
+				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO)
+					memcpy(&gro_seg, CMSG_DATA(c), sizeof(gro_seg));
+		} else {
+			n = recvfrom(fd, buf, len, spin ? MSG_DONTWAIT : 0, (struct sockaddr *)from,
 				     flen);
+		}
 		if (n >= 0)
 			return n;
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -60,9 +97,46 @@ static ssize_t rx(int fd, char *buf, size_t len, struct sockaddr_storage *from, 
 	}
 }
 
-/* send() on a connected socket, sendto() to `to` on an unconnected one. */
+/* Sends len bytes to `to` (NULL: the connected peer); seg > 0: as a GSO send of seg-byte
+ * segments. */
+static ssize_t snd_seg(int fd, const char *buf, size_t len, const struct sockaddr *to,
+		       socklen_t tolen, int seg)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec v = { (void *)buf, len };
+	struct msghdr m = { .msg_name = (void *)to, .msg_namelen = to ? tolen : 0, .msg_iov = &v,
+			    .msg_iovlen = 1 };
+
+	if (seg > 0 && (size_t)seg < len) {
+		uint16_t s = (uint16_t)seg;
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		m.msg_control = ctl.b;
+		m.msg_controllen = sizeof(ctl.b);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_UDP;
+		c->cmsg_type = UDP_SEGMENT;
+		c->cmsg_len = CMSG_LEN(sizeof(s));
+		memcpy(CMSG_DATA(c), &s, sizeof(s));
+	}
+	return sendmsg(fd, &m, 0);
+}
+
+/* send() on a connected socket, sendto() to `to` on an unconnected one; with -2 the message
+ * and a second segment of min(len, 20) bytes in one GSO send (returns len when both left). */
 static ssize_t snd(int fd, const char *buf, size_t len, const struct addrinfo *to)
 {
+	if (two && len) {
+		size_t all = len + (len < 20 ? len : 20);
+		ssize_t n = snd_seg(fd, buf, all, to ? to->ai_addr : NULL,
+				    to ? to->ai_addrlen : 0, (int)len);
+
+		return n == (ssize_t)all ? (ssize_t)len : -1;
+	}
 	return to ? sendto(fd, buf, len, 0, to->ai_addr, to->ai_addrlen) : send(fd, buf, len, 0);
 }
 
@@ -78,7 +152,7 @@ int main(int argc, char **argv)
 	const char *host = NULL, *bind_addr = NULL, *port = "18515";
 	int server = 0, iters = 100000, warmup = 1000, size = 8, opt, conn = 1, srv_conn = 0;
 
-	while ((opt = getopt(argc, argv, "SC:m:p:B:n:w:l:uc")) != -1) {
+	while ((opt = getopt(argc, argv, "SC:m:p:B:n:w:l:uc2")) != -1) {
 		switch (opt) {
 		case 'S': server = 1; break;
 		case 'C': host = optarg; break;
@@ -90,9 +164,10 @@ int main(int argc, char **argv)
 		case 'l': size = atoi(optarg); break;
 		case 'u': conn = 0; break;
 		case 'c': srv_conn = 1; break;
+		case '2': two = 1; break;
 		default:
 			fprintf(stderr, "usage: udp_pingpong -S|-C HOST [-m spin|block] [-p PORT] "
-					"[-B ADDR] [-n ITERS] [-w WARMUP] [-l SIZE] [-u] [-c]\n");
+					"[-B ADDR] [-n ITERS] [-w WARMUP] [-l SIZE] [-u] [-c] [-2]\n");
 			return 2;
 		}
 	}
@@ -112,6 +187,14 @@ int main(int argc, char **argv)
 	if (fd < 0) {
 		perror("socket");
 		return 1;
+	}
+	if (two) {
+		int one = 1;
+
+		if (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one))) {
+			perror("UDP_GRO");
+			return 1;
+		}
 	}
 	if (!spin) {
 		struct timeval tv = { .tv_sec = server ? 30 : 2 };
@@ -141,8 +224,10 @@ int main(int argc, char **argv)
 				}
 				srv_conn = 2;
 			}
-			if ((srv_conn ? send(fd, buf, n, 0)
-				      : sendto(fd, buf, n, 0, (struct sockaddr *)&peer, plen)) != n) {
+			if ((two ? snd_seg(fd, buf, (size_t)n,
+					   srv_conn ? NULL : (struct sockaddr *)&peer, plen, gro_seg)
+				 : srv_conn ? send(fd, buf, n, 0)
+					    : sendto(fd, buf, n, 0, (struct sockaddr *)&peer, plen)) != n) {
 				perror("sendto");
 				return 1;
 			}
@@ -153,13 +238,16 @@ int main(int argc, char **argv)
 		perror("connect");
 		return 1;
 	}
+	/* What comes back: the message, with -2 coalesced with its second segment. */
+	ssize_t want = two ? size + (size < 20 ? size : 20) : size;
+
 	/* The server may not be bound yet: knock until it answers (at most 10 s). */
 	for (int i = 0;; i++) {
 		if (snd(fd, buf, size, conn ? NULL : ai) != size && errno != ECONNREFUSED) {
 			perror("send");
 			return 1;
 		}
-		if (rx(fd, buf, 65536, &peer, &plen, 0.05) == size)
+		if (rx(fd, buf, 65536, &peer, &plen, 0.05) == want)
 			break;
 		if (i == 200) {
 			fprintf(stderr, "udp_pingpong: no answer from %s:%s\n", host, port);
@@ -174,7 +262,7 @@ int main(int argc, char **argv)
 			perror("send");
 			return 1;
 		}
-		if (rx(fd, buf, 65536, &peer, &plen, 2) != size) {
+		if (rx(fd, buf, 65536, &peer, &plen, 2) != want) {
 			fprintf(stderr, "udp_pingpong: reply %d lost or late (2 s)\n", i);
 			return 1;
 		}
