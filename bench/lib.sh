@@ -12,8 +12,8 @@
 #   bench_args LAST [OPT VAR]... -- ARGS...   the options of the scenario benchmarks (cmtime.sh,
 #                           rtrs.sh): -n REPS, --only SCENARIOS, -o FILE, and the script's own
 #                           OPTs, each taking a value stored in its VAR; anything else prints
-#                           the usage (bench_usage LAST). Not as root, the netns scenario is then
-#                           left out of ONLY (with a note).
+#                           the usage (bench_usage LAST). Not as root, the netns scenarios (every
+#                           word of ONLY that starts with netns) are then left out (with a note).
 #   bench_netns TAG N       for a benchmark between two network namespaces (root): scratch
 #                           directories tmp (/tmp) and exp (/dev/shm: tmpfs), namespaces NSA and
 #                           NSB joined by N veth pairs srbv0..srbvN-1 (MTU VETH_MTU), the i-th on
@@ -76,9 +76,11 @@ bench_args() {
 		esac
 		shift
 	done
-	if [ "$(id -u)" != 0 ] && [[ " $ONLY " == *" netns "* ]]; then
-		echo "$BENCH: not root: the namespaces scenario is left out" >&2
-		ONLY=${ONLY//netns/}
+	if [ "$(id -u)" != 0 ] && [[ " $ONLY " == *" netns"* ]]; then
+		echo "$BENCH: not root: the namespaces scenarios are left out" >&2
+		local s keep=""
+		for s in $ONLY; do [[ $s == netns* ]] || keep+="$s "; done
+		ONLY=$keep
 	fi
 }
 
