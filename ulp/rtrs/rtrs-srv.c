@@ -25,6 +25,7 @@
 /* wr_id of signaled local operations: kind << 32 | chunk id */
 #define SRV_WRID_INV (1ull << 40)
 #define SRV_WRID_BIND (2ull << 40)
+#define SRV_WRID_REBIND (3ull << 40)
 #define SRV_WRID_KIND(w) ((w) & (3ull << 40))
 
 struct srv_path;
@@ -56,12 +57,18 @@ struct srv_path {
 	struct ibv_mr *chunk_mr;
 	char *sbuf;		/* INFO_RSP */
 	struct ibv_mr *smr;
-	/* always_invalidate: one type 1 window per chunk (first bound on the chunk's IO
-	 * connection, chunk_con), its key renewed after every IO (docs/rtrs.md) */
+	/* always_invalidate: one type 1 window per chunk, its key renewed after every IO
+	 * (docs/rtrs.md). Every bind and unbind of the path's windows goes on the path's bind
+	 * queue (bqp: an RC QP of the PD connected to itself that carries nothing else), so they
+	 * keep their order and complete without waiting behind answers on an IO connection. */
 	struct ibv_mw **mw;
+	struct ibv_cq *bcq;
+	struct ibv_qp *bqp;
 	uint32_t *mkey;			/* current key of each chunk's window */
 	uint32_t *inv_payload;		/* IO_REQ waiting for its chunk's unbind */
 	uint8_t *inv_busy;
+	uint8_t *inv_cid;		/* the connection that IO_REQ came on */
+	struct rtrs_srv_op **rebind_op;	/* answer waiting for its chunk's re-bind */
 	struct rtrs_msg_rkey_rsp *rk;	/* RKEY_RSP sent with each response */
 	struct ibv_mr *rkmr;
 	unsigned int binds_left;	/* first binds not completed yet */
@@ -83,6 +90,7 @@ struct rtrs_srv_op {
 	struct rtrs_sg_desc desc[SRV_MAX_DESC];
 	int answered;
 	int err;
+	uint32_t rkey;		/* always_invalidate: the chunk's new key (RKEY_RSP) */
 	struct rtrs_srv_op *qnext;
 	char usr[];
 };
@@ -209,14 +217,23 @@ static void path_close(struct rtrs_srv_ctx *c, struct srv_path *p)
 	for (unsigned int i = 0; i < SRV_MAX_CONS; i++)
 		if (p->cons[i].id || p->cons[i].cq)
 			con_destroy(&p->cons[i]);
+	if (p->bqp)
+		ibv_destroy_qp(p->bqp);
+	if (p->bcq)
+		ibv_destroy_cq(p->bcq);
 	/* windows before the MR they are bound to (a bound MR cannot be deregistered) */
-	for (uint32_t i = 0; p->mw && i < s->qd; i++)
+	for (uint32_t i = 0; p->mw && i < s->qd; i++) {
 		if (p->mw[i])
 			ibv_dealloc_mw(p->mw[i]);
+		if (p->rebind_op && p->rebind_op[i])
+			free(p->rebind_op[i]);	/* its answer dies with the path */
+	}
 	free(p->mw);
 	free(p->mkey);
 	free(p->inv_payload);
 	free(p->inv_busy);
+	free(p->inv_cid);
+	free(p->rebind_op);
 	if (p->rkmr)
 		ibv_dereg_mr(p->rkmr);
 	free(p->rk);
@@ -307,23 +324,16 @@ static int post_imm(struct srv_con *con, uint32_t imm, struct ibv_send_wr *head)
 	return ibv_post_send(con->qp, head, &bad);
 }
 
-/* Under c->mu: sends the answer of op on its connection. */
-static int bind_chunk(struct srv_path *p, struct srv_con *con, uint32_t id, uint64_t wr_id,
-		      unsigned int flags, uint32_t len);
+static int bind_chunk(struct srv_path *p, uint32_t id, uint64_t wr_id, unsigned int flags,
+		      uint32_t len);
 
-static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
+/* Under c->mu: posts the answer of op on its connection (with always_invalidate, once the
+ * chunk's re-bind has completed: op->rkey is live). Frees op. */
+static void answer_post(struct srv_path *p, struct rtrs_srv_op *op)
 {
 	struct srv_sess *s = op->sess;
-	struct srv_path *p = op->path;
-	(void)c;
 
-	s->outstanding--;
-	if (s->ops[op->id] != op) {	/* replaced by a re-issue: its answer is dropped */
-		free(op);
-		return;
-	}
-	s->ops[op->id] = NULL;
-	if (s->dead || !p || !op->con || !op->con->qp || p->closing) {
+	if (s->dead || !op->con || !op->con->qp || p->closing) {
 		free(op);	/* the client re-issues it on another path */
 		return;
 	}
@@ -353,38 +363,24 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 		wrs[nw++].invalidate_rkey = op->desc[0].key;
 	}
 	uint32_t imm = rtrs_to_io_rsp_imm(op->id, op->err, w_inv);
-	if (op->err)
-		p->st.errors++;
-	p->st.inflight--;
-	int perr = 0;
+	int perr;
 	if (p->mw) {
-		/* always_invalidate: the chunk's window (unbound when the IO came) is bound again,
-		 * with the next key, which the answer carries: SEND with immediate of RKEY_RSP,
-		 * after the data WRITEs and the SEND with invalidate, all in one post. The bind
-		 * comes first (ibv_bind_mw: a type 1 window cannot be bound in a chain; it is
-		 * local, the packets are the same and in the same order): posted after WRITEs
-		 * still waiting for their ACK, the SEND would wait for that ACK in the send queue
-		 * (softrdma's post_batch), a round trip and two thread wake-ups more per READ at
-		 * queue depth 1 (docs/rnbd.md, "Performance"). The client learns the new key from
-		 * that SEND only; a client that guessed it could change only its own READ's data
-		 * before it leaves (the request was read and checked under the old, dead key). */
+		/* always_invalidate: the answer is a SEND with immediate of RKEY_RSP (the chunk's
+		 * new key), after the data WRITEs and the SEND with invalidate, all in one post */
 		struct ibv_send_wr *bad;
-		perr = bind_chunk(p, op->con, op->id, 4, 0, s->chunk);
-		if (!perr) {
-			p->st.rkey_renewals++;
-			struct rtrs_msg_rkey_rsp *m = &p->rk[op->id];
-			m->type = RTRS_MSG_RKEY_RSP;
-			m->buf_id = (uint16_t)op->id;
-			m->rkey = p->mkey[op->id];
-			sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
-			wrs[nw] = (struct ibv_send_wr){ .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
-							.num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
-							.send_flags = rtrs_signal(&op->con->wr_cnt),
-							.imm_data = htobe32(imm) };
-			for (unsigned int i = 0; i < nw; i++)
-				wrs[i].next = &wrs[i + 1];
-			perr = ibv_post_send(op->con->qp, &wrs[0], &bad);
-		}
+		p->st.rkey_renewals++;
+		struct rtrs_msg_rkey_rsp *m = &p->rk[op->id];
+		m->type = RTRS_MSG_RKEY_RSP;
+		m->buf_id = (uint16_t)op->id;
+		m->rkey = op->rkey;
+		sges[SRV_MAX_DESC] = (struct ibv_sge){ (uintptr_t)m, sizeof(*m), p->rkmr->lkey };
+		wrs[nw] = (struct ibv_send_wr){ .wr_id = 1, .sg_list = &sges[SRV_MAX_DESC],
+						.num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+						.send_flags = rtrs_signal(&op->con->wr_cnt),
+						.imm_data = htobe32(imm) };
+		for (unsigned int i = 0; i < nw; i++)
+			wrs[i].next = &wrs[i + 1];
+		perr = ibv_post_send(op->con->qp, &wrs[0], &bad);
 	} else {
 		if (nw) {
 			for (unsigned int i = 0; i + 1 < nw; i++)
@@ -396,6 +392,47 @@ static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
 	if (perr)
 		CLOSING(p);
 	free(op);
+}
+
+/* Under c->mu: the user answered op. */
+static void op_answer(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op)
+{
+	struct srv_sess *s = op->sess;
+	struct srv_path *p = op->path;
+	(void)c;
+
+	s->outstanding--;
+	if (s->ops[op->id] != op) {	/* replaced by a re-issue: its answer is dropped */
+		free(op);
+		return;
+	}
+	s->ops[op->id] = NULL;
+	if (s->dead || !p || !op->con || !op->con->qp || p->closing) {
+		free(op);	/* the client re-issues it on another path */
+		return;
+	}
+	if (op->err)
+		p->st.errors++;
+	p->st.inflight--;
+	if (!p->mw) {
+		answer_post(p, op);
+		return;
+	}
+	/* always_invalidate: the chunk's window (unbound when the IO came) is bound again, with
+	 * the next key, on the bind queue; the answer, which carries the key, is posted when
+	 * that bind has completed (poll_binds): posted at once on the IO connection, it could
+	 * reach the client before the window is bound, as the bind queue and the connection are
+	 * not ordered. The client learns the new key from that answer only; a client that
+	 * guessed it could change only its own READ's data before it leaves (the request was
+	 * read and checked under the old, dead key). */
+	if (bind_chunk(p, op->id, SRV_WRID_REBIND | op->id, IBV_SEND_SIGNALED, s->chunk)) {
+		CLOSING(p);
+		free(op);
+		return;
+	}
+	op->rkey = p->mkey[op->id];
+	free(p->rebind_op[op->id]);	/* only a client that did not wait for its answer */
+	p->rebind_op[op->id] = op;
 }
 
 /* Under c->mu: op answered with err (an errno, either sign), queued for the event thread. */
@@ -483,35 +520,30 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 	return 0;
 }
 
-/* always_invalidate: chunk id's first bind is posted on IO connection chunk_con (spreading
- * them); the window is a type 1 one, bound to the PD: every connection of the path reaches
- * it, as the kernel's client needs (admin requests on connection 0, IO on its CPU's). */
-static unsigned int chunk_con(const struct srv_path *p, uint32_t id)
-{
-	return 1 + id % (p->cid_num - 1);
-}
-
-/* Binds chunk id's window on con's QP (ibv_bind_mw: a type 1 window gets the next key at
- * once) over len bytes of the chunk (0: unbound, the old key dead); p->mkey[id] is the new
- * key. Nonzero: the post failed. */
-static int bind_chunk(struct srv_path *p, struct srv_con *con, uint32_t id, uint64_t wr_id,
-		      unsigned int flags, uint32_t len)
+/* Binds chunk id's window on the path's bind queue (ibv_bind_mw: a type 1 window gets the
+ * next key at once) over len bytes of the chunk (0: unbound, the old key dead); p->mkey[id] is
+ * the new key. Nonzero: the post failed. */
+static int bind_chunk(struct srv_path *p, uint32_t id, uint64_t wr_id, unsigned int flags,
+		      uint32_t len)
 {
 	struct srv_sess *s = p->sess;
 	struct ibv_mw_bind b = { .wr_id = wr_id, .send_flags = flags };
 
+	if (!p->bqp)
+		return 1;
 	b.bind_info = (struct ibv_mw_bind_info){
 		p->chunk_mr, (uintptr_t)(s->buf + (size_t)id * s->chunk), len,
 		len ? IBV_ACCESS_REMOTE_WRITE : 0 };
-	if (ibv_bind_mw(con->qp, p->mw[id], &b))
+	if (ibv_bind_mw(p->bqp, p->mw[id], &b))
 		return 1;
 	p->mkey[id] = p->mw[id]->rkey;
 	return 0;
 }
 
-/* Under c->mu, always_invalidate: an IO_REQ arrived. The chunk's key is invalidated first
- * (unbound: a bind of length 0); the request is read and checked only once that completes, so the client can
- * no longer change the chunk under the server. Nonzero: the path must close. */
+/* Under c->mu, always_invalidate: an IO_REQ arrived on con. The chunk's key is invalidated
+ * first (unbound: a bind of length 0, on the bind queue); the request is read and checked only
+ * once that completes (poll_binds), so the client can no longer change the chunk under the
+ * server. Nonzero: the path must close. */
 static int io_req_inv(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t payload)
 {
 	struct srv_path *p = con->path;
@@ -523,25 +555,74 @@ static int io_req_inv(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t payl
 	if (p->inv_busy[id])
 		return path_bad(c, p, "chunk already being invalidated"), 1;
 	/* a type 1 window is invalidated by a bind of length 0 (its key moves on) */
-	if (bind_chunk(p, con, id, SRV_WRID_INV | id, IBV_SEND_SIGNALED, 0))
+	if (bind_chunk(p, id, SRV_WRID_INV | id, IBV_SEND_SIGNALED, 0))
 		return 1;
 	p->inv_busy[id] = 1;
 	p->inv_payload[id] = payload;
+	p->inv_cid[id] = (uint8_t)con->cid;
 	return 0;
 }
 
-/* Under c->mu, always_invalidate: the first bind of every chunk's window on IO connection
- * con, once it is established. */
-static int post_first_binds(struct srv_path *p, struct srv_con *con)
+/* Under c->mu, always_invalidate: the path's bind queue, made when its first connection is
+ * established, and the first bind of every chunk's window on it. The queue is an RC QP of the
+ * path's PD connected to itself (the address and PSNs rdma_init_qp_attr gives for con, the
+ * destination its own GID and QP number): a QP must be in RTS to take ibv_bind_mw (IBA
+ * 10.6.7.2.2, rdma-core's providers, the kernel's rxe), and one that never sends a packet has
+ * no peer to wait for, so its binds complete at once and in their order. Public verbs only:
+ * the same on a ConnectX or rxe. Nonzero: the path must close. */
+static int bind_queue_create(struct rtrs_srv_ctx *c, struct srv_path *p, struct srv_con *con)
 {
 	struct srv_sess *s = p->sess;
+	struct ibv_context *dev = con->id->verbs;
+	struct ibv_comp_channel *ch = ctx_cch(c, dev);
+	unsigned int n = 2 * s->qd + 16;	/* at most an unbind and a bind per chunk */
+	struct ibv_qp_attr a, rts;
+	int mask, rts_mask;
 
-	for (uint32_t i = 0; i < s->qd; i++) {
-		if (chunk_con(p, i) != con->cid)
-			continue;
-		if (bind_chunk(p, con, i, SRV_WRID_BIND | i, IBV_SEND_SIGNALED, s->chunk))
-			return EIO;
+	p->bcq = ch ? ibv_create_cq(dev, (int)n + 1, NULL, ch, 0) : NULL;
+	if (!p->bcq)
+		return 1;
+	struct ibv_qp_init_attr qa = { .send_cq = p->bcq, .recv_cq = p->bcq,
+				       .cap = { .max_send_wr = n, .max_recv_wr = 1,
+						.max_send_sge = 1, .max_recv_sge = 1 },
+				       .qp_type = IBV_QPT_RC };
+	p->bqp = ibv_create_qp(p->pd, &qa);
+	if (!p->bqp)
+		return 1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	if (rdma_init_qp_attr(con->id, &a, &mask))
+		return 1;
+	a.qp_access_flags = 0;	/* no remote access: nothing ever arrives on it */
+	if (ibv_modify_qp(p->bqp, &a, mask))
+		return 1;
+	memset(&rts, 0, sizeof(rts));
+	rts.qp_state = IBV_QPS_RTS;
+	if (rdma_init_qp_attr(con->id, &rts, &rts_mask))
+		return 1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	if (rdma_init_qp_attr(con->id, &a, &mask))
+		return 1;
+	a.qp_access_flags = 0;
+	a.dest_qp_num = p->bqp->qp_num;
+	a.rq_psn = rts.sq_psn;
+	if (a.ah_attr.is_global) {
+		if (ibv_query_gid(dev, a.ah_attr.port_num, a.ah_attr.grh.sgid_index,
+				  &a.ah_attr.grh.dgid))
+			return 1;
+	} else {
+		struct ibv_port_attr pa;
+		if (ibv_query_port(dev, a.ah_attr.port_num, &pa))
+			return 1;
+		a.ah_attr.dlid = pa.lid;
 	}
+	if (ibv_modify_qp(p->bqp, &a, mask) || ibv_modify_qp(p->bqp, &rts, rts_mask))
+		return 1;
+	ibv_req_notify_cq(p->bcq, 0);
+	for (uint32_t i = 0; i < s->qd; i++)
+		if (bind_chunk(p, i, SRV_WRID_BIND | i, IBV_SEND_SIGNALED, s->chunk))
+			return 1;
 	return 0;
 }
 
@@ -577,25 +658,6 @@ static int poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 						p->sess->name, ibv_wc_status_str(wc[i].status));
 				CLOSING(p);
 				break;
-			}
-			if (SRV_WRID_KIND(wc[i].wr_id) == SRV_WRID_BIND) {
-				if (p->binds_left && !--p->binds_left && p->info_pending) {
-					p->info_pending = 0;
-					if (send_info_rsp(p, &p->cons[0]))
-						CLOSING(p);
-				}
-				continue;
-			}
-			if (SRV_WRID_KIND(wc[i].wr_id) == SRV_WRID_INV) {
-				uint32_t id = (uint32_t)wc[i].wr_id;
-				if (!p->mw || id >= p->sess->qd || !p->inv_busy[id])
-					continue;
-				p->inv_busy[id] = 0;
-				if (handle_io_req(c, con, p->inv_payload[id]))
-					CLOSING(p);
-				if (!path_of(c, p))
-					return got;
-				continue;
 			}
 			if (!(wc[i].opcode & IBV_WC_RECV))
 				continue;
@@ -650,6 +712,57 @@ static int poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 		}
 		if (p->closing)
 			break;
+	}
+	return got;
+}
+
+/* Under c->mu, always_invalidate: the bind queue's completions. Returns them. */
+static int poll_binds(struct rtrs_srv_ctx *c, struct srv_path *p)
+{
+	struct ibv_wc wc[16];
+	int n, got = 0;
+
+	while (p->bcq && !p->closing && (n = ibv_poll_cq(p->bcq, 16, wc)) > 0) {
+		got += n;
+		for (int i = 0; i < n && !p->closing; i++) {
+			uint32_t id = (uint32_t)wc[i].wr_id;
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					fprintf(stderr, "rtrs-srv: %s: bind completion error %s\n",
+						p->sess->name, ibv_wc_status_str(wc[i].status));
+				CLOSING(p);
+				break;
+			}
+			if (id >= p->sess->qd)
+				continue;
+			switch (SRV_WRID_KIND(wc[i].wr_id)) {
+			case SRV_WRID_BIND:	/* first binds: INFO_RSP waits for them */
+				if (p->binds_left && !--p->binds_left && p->info_pending) {
+					p->info_pending = 0;
+					if (send_info_rsp(p, &p->cons[0]))
+						CLOSING(p);
+				}
+				break;
+			case SRV_WRID_INV: {	/* the chunk is closed: its request can be read */
+				struct srv_con *con = &p->cons[p->inv_cid[id]];
+				if (!p->inv_busy[id])
+					break;
+				p->inv_busy[id] = 0;
+				if (!con->qp || handle_io_req(c, con, p->inv_payload[id]))
+					CLOSING(p);
+				if (!path_of(c, p))
+					return got;
+				break;
+			}
+			case SRV_WRID_REBIND: {	/* the new key is live: the answer goes */
+				struct rtrs_srv_op *op = p->rebind_op[id];
+				p->rebind_op[id] = NULL;
+				if (op)
+					answer_post(p, op);
+				break;
+			}
+			}
+		}
 	}
 	return got;
 }
@@ -753,7 +866,10 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 			p->inv_payload = calloc(s->qd, sizeof(*p->inv_payload));
 			p->inv_busy = calloc(s->qd, 1);
 			p->rk = calloc(s->qd, sizeof(*p->rk));
-			werr = !p->mw || !p->mkey || !p->inv_payload || !p->inv_busy || !p->rk;
+			p->inv_cid = calloc(s->qd, 1);
+			p->rebind_op = calloc(s->qd, sizeof(*p->rebind_op));
+			werr = !p->mw || !p->mkey || !p->inv_payload || !p->inv_busy || !p->rk ||
+			       !p->inv_cid || !p->rebind_op;
 			if (!werr)
 				p->rkmr = ibv_reg_mr(p->pd, p->rk, (size_t)s->qd * sizeof(*p->rk),
 						     IBV_ACCESS_LOCAL_WRITE);
@@ -782,7 +898,7 @@ static void on_connect_request(struct rtrs_srv_ctx *c, struct rdma_cm_id *id, co
 	con->path = p;
 	con->cid = rq.cid;
 	unsigned int nrecv = rq.cid ? s->qd + 8 : SRV_SVC_RECVS;
-	/* per request: its data WRITEs, SEND with invalidate, bind, answer; unbind */
+	/* per request: its data WRITEs, SEND with invalidate, answer (binds: the bind queue) */
 	unsigned int nsend = rq.cid ? s->qd * (SRV_MAX_DESC + 4) + 16 : 64;
 	struct ibv_comp_channel *ch = ctx_cch(c, id->verbs);
 	con->cq = ch ? ibv_create_cq(id->verbs, (int)(nrecv + nsend), con, ch, 0) : NULL;
@@ -834,10 +950,13 @@ fail_noid:
 static void srv_arm_all(struct rtrs_srv_ctx *c)
 {
 	for (struct srv_sess *s = c->sessions; s; s = s->next)
-		for (struct srv_path *p = s->paths; p; p = p->next)
+		for (struct srv_path *p = s->paths; p; p = p->next) {
 			for (unsigned int k = 0; k < p->cid_num; k++)
 				if (p->cons[k].cq)
 					ibv_req_notify_cq(p->cons[k].cq, 0);
+			if (p->bcq)
+				ibv_req_notify_cq(p->bcq, 0);
+		}
 }
 
 /* Under c->mu: polls every CQ, closes closing and silent paths. Returns the completions. */
@@ -855,6 +974,10 @@ rescan:
 			for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
 				if (p->cons[k].cq)
 					got += poll_con(c, &p->cons[k]);
+			if (!path_of(c, p))
+				goto rescan;
+			/* after the connections: the unbinds of the IO_REQs just taken are done */
+			got += poll_binds(c, p);
 			if (!path_of(c, p))
 				goto rescan;
 			if (p->connected && !p->closing && now > p->last_rx_ns &&
@@ -901,7 +1024,7 @@ static void handle_cm(struct rtrs_srv_ctx *c)
 		struct srv_path *p = con->path;
 		if (e.event == RDMA_CM_EVENT_ESTABLISHED) {
 			con->established = 1;
-			if (p->mw && con->cid && post_first_binds(p, con))
+			if (p->mw && !p->bqp && bind_queue_create(c, p, con))
 				CLOSING(p);
 			if (++p->nest == p->cid_num) {
 				/* the session is up once INFO_REQ names it (poll_con) */
