@@ -132,11 +132,13 @@ setup() {	# SCENARIO: sets A, B (command prefixes), EA, EB, HOST1, HOST2, SRC1, 
 	esac
 }
 ns_of_a() { [ ${#A[@]} -gt 0 ] && echo "$SR_NSA" || echo ""; }
-srv_dups() {	# duplicate request packets the RTRS server's softrdma received so far (all devices):
-	# resends of packets that had arrived, not of lost ones
+srv_counts() {	# "DUPS REXMITS" of the RTRS server's softrdma so far (all devices): duplicate
+	# request packets received (resends of packets that had arrived, not of lost ones), and
+	# request packets it sent again (the data of READs, the answers)
 	local p
 	p=$(pgrep -f "^$RT server -l $HOST1:$PORT " | head -1)
-	[ -n "$p" ] && "$SR" stat "$p" 2>/dev/null | awk '$1 == "dup_requests" { n += $2 } END { print n + 0 }'
+	[ -n "$p" ] && "$SR" stat "$p" 2>/dev/null |
+		awk '$1 == "dup_requests" { d += $2 } $1 == "retransmits" { r += $2 } END { print d + 0, r + 0 }'
 }
 shaper_drops() {	# the packets the shapers of netns-link dropped so far, all four ends
 	local d n=0 x
@@ -169,9 +171,10 @@ stop_rtrs_server() {
 }
 rtrs_point() {	# AI PATHS[:POLICY] NAME ARGS...: one rtrs-test bench run against the running server
 	# (POLICY rr|mi|ml, default min-inflight). Records the point's figure and, under NAME_share0,
-	# NAME_rexmit, NAME_dups, NAME_ackto and NAME_drops, path 0's share of the requests (two
-	# paths), the client's softrdma retransmissions and the server's duplicate request packets
-	# (resent packets that had arrived) per 1000 requests, the client's local ACK timeouts
+	# NAME_rexmit, NAME_dups, NAME_srexmit, NAME_ackto and NAME_drops, path 0's share of the
+	# requests (two paths), the client's softrdma retransmissions, the server's duplicate
+	# request packets (resent packets that had arrived) and the server's own retransmissions
+	# per 1000 requests, the client's local ACK timeouts
 	# (retry_timeouts: 67 ms and more without an ACK) and the shapers' drops (netns-link)
 	local ai=$1 np=${2%%:*} pol= name=$3 port=$PORT port2=$PORT2 log=$SR_TMP/c.log st=$SR_TMP/c.stat
 	[[ $2 == *:* ]] && pol=${2#*:}
@@ -181,7 +184,7 @@ rtrs_point() {	# AI PATHS[:POLICY] NAME ARGS...: one rtrs-test bench run against
 	rm -f "$st"
 	[ "$SCEN" = netns-link ] && d0=$(shaper_drops)
 	local u0
-	u0=$(srv_dups)
+	u0=$(srv_counts)
 	"${B[@]}" env "${EB[@]}" SOFTRDMA_STATS_DUMP="$st" timeout -k 5 "$TO" "$SR" run -- "$RT" bench \
 		"${paths[@]}" ${pol:+-P "$pol"} -T "$DUR" "$@" >"$log" 2>&1 </dev/null
 	local cfg="rtrs ${np}p${pol:+ $pol} ai=$([ $ai = 1 ] && echo on || echo off)"
@@ -199,9 +202,12 @@ rtrs_point() {	# AI PATHS[:POLICY] NAME ARGS...: one rtrs-test bench run against
 	[ -n "$r0" ] && [ $((r0 + ${r1:-0})) -gt 0 ] &&
 		rec "$cfg" "${name}_rexmit" "$(awk -v x="$rx" -v n=$((r0 + ${r1:-0})) 'BEGIN { printf "%.2f", 1000 * x / n }')"
 	local u1
-	u1=$(srv_dups)
-	[ -n "$u0" ] && [ -n "$u1" ] && [ -n "$r0" ] && [ $((r0 + ${r1:-0})) -gt 0 ] &&
-		rec "$cfg" "${name}_dups" "$(awk -v x=$((u1 - u0)) -v n=$((r0 + ${r1:-0})) 'BEGIN { printf "%.2f", 1000 * x / n }')"
+	u1=$(srv_counts)
+	if [ -n "$u0" ] && [ -n "$u1" ] && [ -n "$r0" ] && [ $((r0 + ${r1:-0})) -gt 0 ]; then
+		set -- $u0 $u1
+		rec "$cfg" "${name}_dups" "$(awk -v x=$(($3 - $1)) -v n=$((r0 + ${r1:-0})) 'BEGIN { printf "%.2f", 1000 * x / n }')"
+		rec "$cfg" "${name}_srexmit" "$(awk -v x=$(($4 - $2)) -v n=$((r0 + ${r1:-0})) 'BEGIN { printf "%.2f", 1000 * x / n }')"
+	fi
 	[ "$SCEN" = netns-link ] && rec "$cfg" "${name}_drops" $(($(shaper_drops) - d0))
 }
 
@@ -303,8 +309,9 @@ def link_table(scen):
     print()
     print("| point | 1 path | 2 paths (min-inflight) | 2p / 1p | 1p / link | 2p / 2 links | "
           "2 paths round-robin | path 0's share (mi, rr) | client resends / 1000 req (1p, mi, rr) | "
-          "of them duplicates at the server | client ACK timeouts (1p, mi, rr) | shaper drops (1p, mi, rr) | n (1p, mi, rr) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "of them duplicates at the server | server resends / 1000 req | client ACK timeouts (1p, mi, rr) | "
+          "shaper drops (1p, mi, rr) | n (1p, mi, rr) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     cfgs = ("rtrs 1p ai=on", "rtrs 2p ai=on", "rtrs 2p rr ai=on")
     for metric in ("bw128k_write", "bw128k_read", "iops4k_qd32"):
         m = [med(scen, c, metric) for c in cfgs]
@@ -313,10 +320,11 @@ def link_table(scen):
         rex = ", ".join(f(med(scen, c, metric + "_rexmit")[0]) for c in cfgs)
         dups = ", ".join(f(med(scen, c, metric + "_dups")[0]) for c in cfgs)
         ackto = ", ".join(f(med(scen, c, metric + "_ackto")[0]) for c in cfgs)
+        srex = ", ".join(f(med(scen, c, metric + "_srexmit")[0]) for c in cfgs)
         drops = ", ".join(f(med(scen, c, metric + "_drops")[0]) for c in cfgs)
         n = ", ".join(f"{x[1]}/{x[2]}" for x in m)
         print(f"| {metric} | {f(one)} | {f(two_)} | {ratio(two_, one)} | {ratio(one, link[metric])} | "
-              f"{ratio(two_, 2 * link[metric])} | {f(rr)} | {share} | {rex} | {dups} | {ackto} | {drops} | {n} |")
+              f"{ratio(two_, 2 * link[metric])} | {f(rr)} | {share} | {rex} | {dups} | {srex} | {ackto} | {drops} | {n} |")
     on1 = med(scen, "rtrs 1p ai=on", "bw128k_write")[0]
     on2 = med(scen, "rtrs 2p ai=on", "bw128k_write")[0]
     r1 = med(scen, "rtrs 1p ai=on", "bw128k_read")[0]
