@@ -29,9 +29,10 @@
 # pairs each carry a token bucket (tc tbf, rate N Mbit/s, both directions); there, with
 # always_invalidate on, 128 KiB WRITE and READ and 4 KiB depth 32 with one path and two
 # (min-inflight, and round-robin for WRITE and 4 KiB), perftest's 128 KiB ib_write_bw over one
-# shaped link (what a plain RC stream gets from it), each path's share of the requests, the
-# client's softrdma retransmissions and the shapers' drops per point. Both are printed: the
-# unshaped figures stay.
+# shaped link (what a plain RC stream gets from it), and per point each path's share of the
+# requests, both sides' softrdma retransmissions, the server's duplicates (resends of packets
+# that had arrived), the client's local ACK timeouts and the shapers' drops. Both scenarios
+# are printed, and the last line gives two paths / one for each: the unshaped figures stay.
 # One softrdma process pair at a time (perftest, then the always_invalidate-on server and its
 # clients, then the off one): in the namespaces, processes on the same veth address would share
 # its UDP port. Every program runs under timeout. A benchmark: nothing here fails on a slow figure.
