@@ -32,6 +32,7 @@
 	X(retransmits, "request packets sent again (go-back-N)")                  \
 	X(repairs, "single packets resent after a NAK (selective repair, param repair)") \
 	X(tail_probes, "single packets resent after 2 RTTs without progress (tail-loss probe, param repair)") \
+	X(probe_acks_early, "ACKs of a tail-loss-probed packet sooner than the shortest round trip after the probe: the first copy's, late; not taken as loss of what follows") \
 	X(retry_timeouts, "local ACK timeouts (counted against retry_cnt)")         \
 	X(fast_retransmits, "early go-back-N after a few RTTs without progress (not counted)") \
 	X(cwnd_cuts, "send window cuts to 3/4 after a loss at the path's base round trip (a NAK or a fast go-back-N; once per window of packets): a random loss") \

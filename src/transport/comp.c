@@ -202,6 +202,18 @@ static bool repair_answered(struct sr_qp *qp, bool is_ack)
 			qp->comp.peer_keeps = 1;
 		return false;
 	}
+	if (is_ack && !qp->comp.repair_nak && qp->comp.rtt_min_ns &&
+	    sr_now_ns() - qp->comp.tlp_at < qp->comp.rtt_min_ns) {
+		/* An ACK sooner after a tail-loss probe than the path's shortest round trip cannot
+		 * answer it: it answers the packet's first copy, late, as every ACK behind a full
+		 * queue (a shaped link: tc tbf) or a stalled peer is. It says nothing of what
+		 * follows. The probe's own answer, if the rest is lost, comes later and names no
+		 * more than this: it is judged then (repairing stays set); an ACK of more clears it
+		 * (above). Before this, each such ACK resent the whole window for nothing. */
+		sr_stat_inc(&qp->nic->stats, SR_STAT_probe_acks_early);
+		qp->comp.repairing = true;
+		return false;
+	}
 	if (is_ack && sr_psn_lt(qp->comp.psn, qp->req.high_psn)) {
 		/* That packet alone, with more outstanding: the rest is lost -- or, after a NAK
 		 * that proved later packets had arrived, dropped by a peer that keeps nothing. */
