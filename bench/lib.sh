@@ -81,6 +81,10 @@ bench_args() {
 		local s keep=""
 		for s in $ONLY; do [[ $s == netns* ]] || keep+="$s "; done
 		ONLY=$keep
+		if [ -z "${ONLY// /}" ]; then
+			echo "$BENCH: nothing left to run without root (run it as root)" >&2
+			exit 1
+		fi
 	fi
 }
 

@@ -310,7 +310,7 @@ def link_table(scen):
     print()
     print("| point | 1 path | 2 paths (min-inflight) | 2p / 1p | 1p / link | 2p / 2 links | "
           "2 paths round-robin | path 0's share (mi, rr) | client resends / 1000 req (1p, mi, rr) | "
-          "of them duplicates at the server | server resends / 1000 req | client ACK timeouts (1p, mi, rr) | "
+          "of them duplicates at the server | server resends / 1000 req (1p, mi, rr) | client ACK timeouts (1p, mi, rr) | "
           "shaper drops (1p, mi, rr) | n (1p, mi, rr) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     cfgs = ("rtrs 1p ai=on", "rtrs 2p ai=on", "rtrs 2p rr ai=on")

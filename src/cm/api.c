@@ -437,7 +437,7 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 		pthread_mutex_unlock(&cm.lock);
 		return fail(EINVAL);
 	}
-	cm_fill_path(id, NULL);
+	cm_fill_path(id, NULL, id->dev->mtu);
 	id->state = CM_ROUTE_RESOLVED;
 	cm_post_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL);
 	pthread_mutex_unlock(&cm.lock);

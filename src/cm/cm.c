@@ -514,11 +514,11 @@ static void on_req(struct cm_sock *s, const struct sockaddr *from, const struct 
 	memcpy(&c->id.route.addr.dst_addr, from, sa_len(from));
 	set_port(&c->id.route.addr.dst_addr, m->src_port);
 	c->peer_gid = m->gid;
-	if (c->dev)
-		cm_fill_path(c, &c->peer_gid);
 	c->peer_qpn = m->qpn;
 	c->peer_psn = m->psn;
 	c->path_mtu = c->dev && c->dev->mtu < m->mtu ? c->dev->mtu : (enum ibv_mtu)m->mtu;
+	if (c->dev && m->type == CM_MSG_REQ)	/* a UD id (SIDR) has no path, as the kernel's */
+		cm_fill_path(c, &c->peer_gid, c->path_mtu);
 	c->seg = m->seg4k * 4096u;	/* the requester's offer; rdma_accept settles it */
 	c->responder_resources = m->initiator_depth;
 	c->initiator_depth = m->responder_resources;

@@ -253,9 +253,10 @@ struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_s
 			  enum ibv_qp_type qpt);
 uint32_t cm_new_local_id(void);
 /* Gives the id its route's one path record (allocated once, freed with the id): sgid the
- * device's GID, dgid the peer's GID when given, else its IP as a GID; as rdma_resolve_route on
- * an active side, and on a passive side at the connection request, as the kernel's rdma_cm. */
-void cm_fill_path(struct cm_id *id, const union ibv_gid *dgid);
+ * device's GID, dgid the peer's GID when given, else its IP as a GID, and the path MTU; as
+ * rdma_resolve_route on an active side, and on a passive connected (not UD) side at the
+ * connection request (the REQ's GID, the negotiated MTU), as the kernel's rdma_cm. */
+void cm_fill_path(struct cm_id *id, const union ibv_gid *dgid, enum ibv_mtu mtu);
 uint32_t cm_my_psn(struct cm_id *id);	/* the starting send PSN, chosen once (id.c) */
 uint32_t cm_rand32(void);		/* getrandom, or a clock-based value without it (id.c) */
 /* An address's port, network order (rdma_get_src_port/rdma_get_dst_port without the call). */

@@ -79,7 +79,7 @@ struct cm_id *cm_id_alloc(struct cm_channel *ch, void *context, enum rdma_port_s
 	return id;
 }
 
-void cm_fill_path(struct cm_id *id, const union ibv_gid *dgid)
+void cm_fill_path(struct cm_id *id, const union ibv_gid *dgid, enum ibv_mtu mtu)
 {
 	struct ibv_sa_path_rec *p = id->id.route.path_rec;
 
@@ -103,7 +103,7 @@ void cm_fill_path(struct cm_id *id, const union ibv_gid *dgid)
 		memcpy(p->dgid.raw, &id->id.route.addr.dst_sin6.sin6_addr, 16);
 	}
 	p->pkey = htobe16(0xffff);
-	p->mtu = (uint8_t)id->dev->mtu;
+	p->mtu = (uint8_t)mtu;
 	p->mtu_selector = 2;	/* exactly */
 	p->hop_limit = 64;
 	p->reversible = 1;

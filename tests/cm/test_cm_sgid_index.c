@@ -124,6 +124,8 @@ static void test_ud(void)
 
 	printf("UD: the SIDR REP's address vector\n");
 	s = pair(RDMA_PS_UDP, IBV_QPT_UD, &p, &l, &c);
+	CHECK_EQ(s->route.num_paths, 0);	/* a UD id has no path, as the kernel's */
+	CHECK(!s->route.path_rec);
 	ev = cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 5000);
 	REQUIRE(ev);
 	CHECK(ev->param.ud.ah_attr.is_global);

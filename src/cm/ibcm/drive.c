@@ -619,14 +619,13 @@ static void on_req(struct cm_dev *d, struct ibcm_rx *rx)
 		((struct sockaddr_in *)&c->id.route.addr.src_addr)->sin_port = htons(port);
 	}
 	memcpy(c->peer_gid.raw, r->primary.local_gid, 16);
-	if (c->dev)
-		cm_fill_path(c, &c->peer_gid);
 	c->peer_sr = rx->softrdma;
 	c->peer_qpn = p.qpn;
 	c->my_psn = p.psn;		/* the PSN the requester expects: we send from it */
 	c->my_psn_set = true;
 	c->peer_psn = rand32() & 0xffffff;	/* ours to receive from, named in the REP */
 	c->path_mtu = d->mtu < p.mtu ? d->mtu : (enum ibv_mtu)p.mtu;
+	cm_fill_path(c, &c->peer_gid, c->path_mtu);
 	c->seg = 0;
 	c->responder_resources = p.initiator_depth;
 	c->initiator_depth = p.responder_resources;
