@@ -304,6 +304,23 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 		rdma_ack_cm_event(ev);
 		pthread_mutex_lock(&cm.lock);
 	}
+	/* A listener's connection requests not taken yet (their CONNECT_REQUEST still queued):
+	 * their ids were never the application's, so they go with it, each rejected as its
+	 * destruction does (the kernel's rdma_cm destroys them so, with a consumer-defined REJ);
+	 * left alone, the requester heard nothing until its REQ timed out. */
+	struct rdma_cm_id **orphans = NULL;
+	size_t norphans = 0;
+
+	if (was_listening) {
+		for (struct cm_event *e = id->chan->head; e; e = e->next)
+			if (e->ev.listen_id == &id->id && e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
+				norphans++;
+		orphans = norphans ? calloc(norphans, sizeof(*orphans)) : NULL;
+		norphans = 0;
+		for (struct cm_event *e = id->chan->head; orphans && e; e = e->next)
+			if (e->ev.listen_id == &id->id && e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
+				orphans[norphans++] = e->ev.id;
+	}
 	purge_events(id);
 	for (struct cm_id *i = cm.ids; i; i = i->next)
 		if (i->listener == id)
@@ -324,6 +341,9 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *cid)
 	}
 	free(cid->route.path_rec);
 	free(id);
+	for (size_t k = 0; k < norphans; k++)
+		rdma_destroy_id(orphans[k]);
+	free(orphans);
 	return 0;
 }
 

@@ -239,6 +239,43 @@ static void test_reject(uint16_t port)
 	rdma_destroy_id(s);
 }
 
+/* A listener destroyed while a connection request waits in its channel, not taken: the
+ * request is rejected at once (consumer defined, as the kernel's rdma_cm destroys such an id
+ * with a REJ); before, the requester heard nothing until its REQ timed out. */
+static void test_listener_gone(void)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct sockaddr_in a = loop_addr(0);
+	struct rdma_conn_param p = { .retry_count = 7 };
+	struct rdma_cm_id *l, *c;
+	struct rdma_cm_event *ev;
+	struct pollfd pf;
+	double t0;
+
+	REQUIRE(lch);
+	REQUIRE(rdma_create_id(lch, &l, NULL, RDMA_PS_TCP) == 0);
+	REQUIRE(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
+	REQUIRE(rdma_listen(l, 1) == 0);
+	c = cm_client(ch, RDMA_PS_TCP, "127.0.0.1", rdma_get_src_port(l));
+	cm_make_qp(c, IBV_QPT_RC);
+	REQUIRE(rdma_connect(c, &p) == 0);
+	pf = (struct pollfd){ .fd = lch->fd, .events = POLLIN };
+	REQUIRE(poll(&pf, 1, 2000) == 1);	/* the CONNECT_REQUEST is queued, not taken */
+	t0 = now_s();
+	CHECK_EQ(rdma_destroy_id(l), 0);
+	ev = cm_expect(ch, RDMA_CM_EVENT_REJECTED, 2000);
+	if (ev) {
+		CHECK(ev->id == c);
+		CHECK_EQ(ev->status, 28);	/* IB_CM_REJ_CONSUMER_DEFINED */
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(ev != NULL);
+	CHECK(now_s() - t0 < 1);
+	rdma_destroy_event_channel(lch);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+}
+
 static void test_no_listener(void)
 {
 	struct rdma_conn_param p = { .retry_count = 7 };
@@ -588,6 +625,7 @@ int main(void)
 	test_rc(listen, rdma_get_src_port(listen));
 	test_reject(rdma_get_src_port(listen));
 	test_no_listener();
+	test_listener_gone();
 	test_relisten();
 	test_ud();
 	test_xrc();
