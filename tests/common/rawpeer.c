@@ -176,6 +176,14 @@ size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint
 	return oi->length;
 }
 
+int rp_send_ack(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, uint8_t syndrome)
+{
+	uint8_t hdr[64];
+	size_t hlen = rp_hdr_ack(hdr, dqpn, psn & 0xffffff, syndrome, 0);
+
+	return rp_send(rp, hdr, hlen, NULL, 0, 0);
+}
+
 size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,
 		    uint64_t va, uint32_t rkey, uint32_t len)
 {

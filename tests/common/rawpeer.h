@@ -66,6 +66,9 @@ bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int l
 int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
 		      uint32_t len, uint32_t mtu, int skip, uint32_t msn);
 
+/* Sends an RC ACK (or NAK: syndrome) of PSN psn, MSN 0, to QP dqpn. 0 or errno. */
+int rp_send_ack(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, uint8_t syndrome);
+
 /* Header builders: return the header length written into hdr (SR_MAX... 64 bytes suffice). */
 size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn);
 size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,

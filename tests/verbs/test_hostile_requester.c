@@ -82,10 +82,7 @@ static void expect_pkt(uint8_t op, uint32_t psn, int line)
 
 static void ack(uint32_t psn, uint8_t syndrome)
 {
-	uint8_t hdr[64];
-	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn & 0xffffff, syndrome, 0);
-
-	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	REQUIRE(rp_send_ack(&rp, qp->qp_num, psn, syndrome) == 0);
 }
 
 static void read_resp(uint32_t psn, const void *data, uint32_t len)

@@ -57,10 +57,7 @@ static bool expect_write(uint32_t psn, int i, int line)
 
 static void ack(uint32_t psn)
 {
-	uint8_t hdr[64];
-	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
-
-	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	REQUIRE(rp_send_ack(&rp, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED) == 0);
 }
 
 /* Message i: one byte of value i, from its own byte of lb, to RVA + i. */

@@ -114,10 +114,7 @@ static struct ibv_cq *cq;
 
 static void ack(uint32_t psn, uint8_t syndrome)
 {
-	uint8_t hdr[64];
-	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, syndrome, 0);
-
-	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	REQUIRE(rp_send_ack(&rp, qp->qp_num, psn, syndrome) == 0);
 }
 
 /* An RC QP connected to the raw peer; rnr_retry 7: retry RNR NAKs forever. */

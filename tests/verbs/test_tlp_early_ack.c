@@ -55,10 +55,7 @@ static bool next_pkt(struct sr_pkt *pkt, int ms)
 
 static void ack(uint32_t psn)
 {
-	uint8_t hdr[64];
-	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
-
-	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	REQUIRE(rp_send_ack(&rp, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED) == 0);
 }
 
 static bool wait_done(uint64_t wr_id)
