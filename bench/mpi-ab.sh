@@ -72,26 +72,9 @@ bench_netns mab 1
 VETH=srbv0
 NET=${NETS[0]}
 CG=""
-cg_cleanup() {
-	[ -n "$CG" ] || return 0
-	echo $$ >"$CG_ROOT/$CG_JOIN"
-	rmdir "$CG" 2>/dev/null || { sleep 1; rmdir "$CG" 2>/dev/null; } || true
-}
-trap 'bench_netns_cleanup; cg_cleanup' EXIT
-if [ "$CGROUP" = 1 ]; then
-	if [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then
-		CG_ROOT=/sys/fs/cgroup/cpu CG_KNOB=cpu.shares CG_VAL=262144 CG_JOIN=tasks
-	elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
-		CG_ROOT=/sys/fs/cgroup CG_KNOB=cpu.weight CG_VAL=10000 CG_JOIN=cgroup.procs
-		grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
-			echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
-	else
-		echo "$BENCH: no CPU cgroup controller here (--cgroup)" >&2; exit 1
-	fi
-	mkdir "$CG_ROOT/sr-mpi-ab-$$" && CG=$CG_ROOT/sr-mpi-ab-$$ &&
-		echo "$CG_VAL" >"$CG/$CG_KNOB" && echo $$ >"$CG/$CG_JOIN" ||
-		{ echo "$BENCH: could not make the cgroup" >&2; exit 1; }
-fi
+. "$ROOT/bench/cgroup.sh"
+trap 'bench_netns_cleanup; bench_cgroup_cleanup' EXIT
+[ "$CGROUP" = 1 ] && bench_cgroup mpi-ab
 
 timeout 120 mpicc.openmpi -O2 -o "$tmp/pp" "$ROOT/tests/integration/mpi_pingpong.c" || exit 1
 

@@ -72,19 +72,9 @@ SR_KEEP_TMP=0
 # --cgroup: this script moves into the cgroup (its children follow) and back out at exit, so
 # that the cgroup, empty, can be removed.
 if [ "$CGROUP" = 1 ]; then
-	if [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then
-		CG_ROOT=/sys/fs/cgroup/cpu CG_KNOB=cpu.shares CG_VAL=262144 CG_JOIN=tasks
-	elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
-		CG_ROOT=/sys/fs/cgroup CG_KNOB=cpu.weight CG_VAL=10000 CG_JOIN=cgroup.procs
-		grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
-			echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
-	else
-		echo "rtrs-ab.sh: no CPU cgroup controller here (--cgroup)" >&2; exit 1
-	fi
-	CG=$CG_ROOT/sr-rtrs-ab-$$
-	mkdir "$CG" && echo "$CG_VAL" >"$CG/$CG_KNOB" && echo $$ >"$CG/$CG_JOIN" ||
-		{ echo "rtrs-ab.sh: could not make the cgroup $CG" >&2; rmdir "$CG" 2>/dev/null; exit 1; }
-	sr_at_exit "echo $$ >$CG_ROOT/$CG_JOIN; rmdir $CG 2>/dev/null || { sleep 1; rmdir $CG; }"
+	. "$ROOT/bench/cgroup.sh"
+	bench_cgroup rtrs-ab
+	sr_at_exit bench_cgroup_cleanup
 fi
 sr_netns_two_pairs rab || { echo "rtrs-ab.sh: could not make the namespaces" >&2; exit 1; }
 for d in "$SR_NSA $SR_VA" "$SR_NSA $SR_VA2" "$SR_NSB $SR_VB" "$SR_NSB $SR_VB2"; do
@@ -148,7 +138,7 @@ run_side() {
 echo "rtrs-ab: A=${BUILDS[0]} (${A_ENV:-no env}, paths ${PATHS[0]}, ai ${AI[0]})"
 echo "rtrs-ab: B=${BUILDS[1]} (${B_ENV:-no env}, paths ${PATHS[1]}, ai ${AI[1]})"
 echo "rtrs-ab: bench ${BENCH_ARGS[*]}, $SECS s a run, $PAIRS pairs${CHRT:+, under chrt -f 10}; load $(cut -d' ' -f1-3 /proc/loadavg)"
-[ "$CGROUP" = 1 ] && echo "rtrs-ab: every process in $CG ($CG_KNOB $CG_VAL)"
+[ "$CGROUP" = 1 ] && echo "rtrs-ab: $CGINFO: $CG"
 printf "%-5s %-5s %10s %10s %7s %10s %10s %6s\n" pair order A B B/A "A us/io" "B us/io" load
 RATIOS=()
 CPU_RATIOS=()

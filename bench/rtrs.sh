@@ -76,20 +76,9 @@ TO=$(awk -v d="$DUR" 'BEGIN { printf "%d", d + 30 }')	# timeout of one measureme
 CGINFO=""
 if [ "$CGROUP" = 1 ]; then
 	bench_root "a cgroup"
-	if [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then
-		CG_ROOT=/sys/fs/cgroup/cpu CG_KNOB=cpu.shares CG_VAL=262144 CG_JOIN=tasks
-	elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
-		CG_ROOT=/sys/fs/cgroup CG_KNOB=cpu.weight CG_VAL=10000 CG_JOIN=cgroup.procs
-		grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
-			echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
-	else
-		echo "bench/rtrs.sh: no CPU cgroup controller here (--cgroup)" >&2; exit 1
-	fi
-	CG=$CG_ROOT/sr-rtrs-bench-$$
-	mkdir "$CG" && echo "$CG_VAL" >"$CG/$CG_KNOB" && echo $$ >"$CG/$CG_JOIN" ||
-		{ echo "bench/rtrs.sh: could not make the cgroup $CG" >&2; rmdir "$CG" 2>/dev/null; exit 1; }
-	sr_at_exit "echo $$ >$CG_ROOT/$CG_JOIN; rmdir $CG 2>/dev/null || { sleep 1; rmdir $CG; }"
-	CGINFO="every process in a CPU cgroup ($CG_KNOB $CG_VAL)"
+	. "$ROOT/bench/cgroup.sh"
+	bench_cgroup rtrs-bench
+	sr_at_exit bench_cgroup_cleanup
 fi
 
 STAMP=$(date -u +%Y-%m-%d-%H%M)
