@@ -28,11 +28,9 @@ struct waiter {
 static void waiter_init(struct waiter *w)
 {
 	sem_init(&w->sem, 0, 0);
-	atomic_init(&w->pending, 1);	/* the sender's own reference (waiter_wait drops it) */
+	atomic_init(&w->pending, 1);	/* the sender's own reference (waiter_wait_on drops it) */
 	atomic_init(&w->err, 0);
 }
-
-static int waiter_wait(struct waiter *w);
 
 static void waiter_done(void *priv, int err)
 {
@@ -57,16 +55,9 @@ static int waiter_done_p(void *arg)
  * semaphore. */
 static int waiter_wait_on(struct rnbd_clt *c, struct waiter *w)
 {
-	/* the sender's reference: every message is out; the last answer posts from now on */
-	if (atomic_fetch_sub(&w->pending, 1) == 1)
-		sem_post(&w->sem);
+	waiter_done(w, 0);	/* the sender's reference: every message is out */
 	if (c && c->ops->poll)
 		c->ops->poll(c->ctx, waiter_done_p, w);
-	return waiter_wait(w);
-}
-
-static int waiter_wait(struct waiter *w)
-{
 	while (sem_wait(&w->sem) && errno == EINTR)
 		;
 	sem_destroy(&w->sem);
