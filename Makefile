@@ -18,7 +18,7 @@ DEB_PKGS = gcc make cmake pkg-config libibverbs-dev librdmacm-dev \
            qemu-system-x86 linux-image-amd64 busybox-static cpio libc6-dev \
            ibverbs-providers kmod \
            clang libclang-rt-14-dev \
-           liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf \
+           liburing-dev nbdkit nbdkit-plugin-dev libnbd-bin fio qemu-utils qperf iperf3 \
            ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev \
            python3-pyverbs \
            linux-source-6.1 linux-headers-amd64 xz-utils
