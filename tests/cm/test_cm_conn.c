@@ -389,8 +389,10 @@ static void test_relisten(void)
 		CHECK(ev->id == c3);
 		rdma_ack_cm_event(ev);
 	}
+	/* At the first retransmission (2 s), not a later one (4 s and after): the sanitizer
+	 * build at a load average of 16 took 3.1 s, so the bound sits just below the second. */
 	CHECK(now_s() - t0 >= 1.9);
-	CHECK(now_s() - t0 < 3);
+	CHECK(now_s() - t0 < 3.9);
 	drop_conn(c3);
 	/* Tear down: DISCONNECTED events for the two live connections. */
 	rdma_disconnect(c1);
