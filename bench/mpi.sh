@@ -166,8 +166,7 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$RESULTS"
 base=$RESULTS/mpi-$date0
 cp "$tmp/rows.tsv" "$base.tsv"
-cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs"
-grep -qw avx512f /proc/cpuinfo && cpu+=", AVX-512" || { grep -qw avx2 /proc/cpuinfo && cpu+=", AVX2, no AVX-512"; }
+cpu="$(nproc) CPUs, $("$ROOT/bench/cpu.sh")"
 python3 - "$base.tsv" "$REPS" "$ITERS" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo ?)" \
 	"$load0" "$load1" "$(($(date +%s) - t0))" "$cpu" >"$base.md" <<'EOP'
 import sys, statistics

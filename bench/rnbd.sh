@@ -160,9 +160,9 @@ base=$RESULTS/$date0-rnbd
 cp "$tmp/rows.tsv" "$base.tsv"
 python3 - "$base.tsv" "$REPS" "$RUNTIME" "$SIZE_MB" \
 	"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo ?)" "$load0" "$load1" \
-	"$(($(date +%s) - t0))" "$(nproc)" >"$base.md" <<'EOP'
+	"$(($(date +%s) - t0))" "$(nproc)" "$("$ROOT/bench/cpu.sh")" >"$base.md" <<'EOP'
 import sys, statistics
-path, reps, runtime, size_mb, commit, load0, load1, secs, ncpu = sys.argv[1:]
+path, reps, runtime, size_mb, commit, load0, load1, secs, ncpu, cpu = sys.argv[1:]
 rows = [l.rstrip("\n").split("\t") for l in open(path)][1:]
 val = {}
 for t, p, rep, iops, mibs, lat, p50 in rows:
@@ -194,8 +194,8 @@ print("fio --ioengine=nbd in namespace B. rnbd-2path / rnbd-1path: nbdkit + rnbd
       " over softrdma on two veth pairs / the first, to rnbd-server in namespace A; nbd-tcp:"
       " `nbdkit file` in A over TCP on veth 1; nbd-unix: `nbdkit file` over a Unix socket (the"
       " ceiling: no network). The same %s MiB file on tmpfs under all of them."
-      " %s repetition(s) of %s s per point, commit %s, %s CPUs, load average %s at the start,"
-      " %s at the end, %s s." % (size_mb, reps, runtime, commit, ncpu, load0, load1, secs))
+      " %s repetition(s) of %s s per point, commit %s, %s CPUs (%s), load average %s at the start,"
+      " %s at the end, %s s." % (size_mb, reps, runtime, commit, ncpu, cpu, load0, load1, secs))
 print("Median [min..max] of the repetitions; ratio: RNBD / NBD over TCP (latency: lower is"
       " better).\n")
 points = ["randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd1", "randwrite-4k-qd32",

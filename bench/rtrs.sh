@@ -266,7 +266,7 @@ echo "bench/rtrs.sh: $((SECONDS - T0)) s; every measurement in $TSV" >&2
 
 python3 - "$TSV" "$DUR" "$REPS" "$LOAD0" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)" "$LOAD1" \
 	"${LINK_MBIT:-0}" "$TBF_BURST" "$TBF_LATENCY" "$(nproc)" \
-	"$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$CGINFO" <<'EOF' | tee "$RESULTS/rtrs-$STAMP.md" ${OUT:+"$OUT"}
+	"$("$ROOT/bench/cpu.sh")" "$CGINFO" <<'EOF' | tee "$RESULTS/rtrs-$STAMP.md" ${OUT:+"$OUT"}
 import csv, statistics as st, sys
 tsv, dur, reps, load, commit, load1, mbit, burst, tbflat, ncpu, cpu, cginfo = sys.argv[1:13]
 mbit = int(mbit)
