@@ -26,6 +26,7 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
  */
 void sr_net_batch_begin(void);
 void sr_net_batch_end(void);
+#define SR_NET_GSO_BYTES 65000	/* one GSO send's UDP payload at most (65535 less IP and UDP) */
 int sr_net_open(struct sr_nic *nic);
 void sr_net_close(struct sr_nic *nic);
 /* Receives and processes up to a batch; returns packets received (0: none waiting). Each

@@ -377,7 +377,7 @@ static void build_packet(uint8_t *p, const struct sr_ipudp *t, const uint8_t *hd
  * ICRC (sr_icrc_recover_v4_id), as it does for Linux rxe.
  */
 #define SR_GSO_MAX_SEGS 64	/* UDP_MAX_SEGMENTS of older kernels */
-#define SR_GSO_MAX_BYTES 65000	/* one UDP payload: 65535 less IPv4/IPv6 and UDP headers */
+#define SR_GSO_MAX_BYTES SR_NET_GSO_BYTES
 
 struct sr_xbatch {
 	int depth;		/* nesting of begin/end */

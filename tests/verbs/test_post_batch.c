@@ -6,9 +6,11 @@
  *
  * The rule: a QP with nothing in flight sends a posted WQE at once. A WQE posted while an older
  * one waits for its ACK stays in the SQ until the ACK comes or post_batch WQEs wait; a QP that
- * leaves RTS flushes the held WQEs like any other. Only what is smaller than one packet waits:
- * a SEND or WRITE that fills at least one leaves at once, with the held ones before it. post_batch
- * is 4 here (32 by default), so a few posts reach the threshold.
+ * leaves RTS flushes the held WQEs like any other. Only what is smaller than one packet waits,
+ * and a message of exactly one packet behind another of at least one (a stream of one-packet
+ * messages): a SEND or WRITE that fills more, or one packet behind a small one, leaves at once,
+ * with the held ones before it. post_batch is 4 here (32 by default), so a few posts reach the
+ * threshold.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -186,6 +188,47 @@ static void full_packet_not_held(void)
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 }
 
+/* Message i: one full packet (MTU bytes) from lb + 2048, to RVA + 2048. */
+static int post_full(int i)
+{
+	memset(lb.p + 2048, i, MTU);
+	return vu_post_rdma(qp, (uint64_t)i, IBV_WR_RDMA_WRITE, lb.mr, lb.p + 2048, MTU, RVA + 2048,
+			    RKEY, 0);
+}
+
+/* A stream of one-packet messages is held like small ones (its ONLY packets then leave
+ * together, one GSO send); one packet behind a small head is not (UCX's rendezvous). */
+static void one_packet_stream(void)
+{
+	printf("a WQE of exactly one packet waits behind one of at least a packet, not behind a "
+	       "small one\n");
+	connect_qp();
+	CHECK_EQ(post_full(1), 0);
+	if (!expect_pkt(OPC(WRITE_ONLY), P0, MTU, __LINE__))
+		return;
+	CHECK_EQ(post_full(2), 0);
+	CHECK_EQ(post_full(3), 0);
+	if (!EXPECT_HELD(150))
+		return;
+	ack(P0);
+	expect_done(1, 1, IBV_WC_SUCCESS);
+	if (!expect_pkt(OPC(WRITE_ONLY), P0 + 1, MTU, __LINE__) ||
+	    !expect_pkt(OPC(WRITE_ONLY), P0 + 2, MTU, __LINE__))
+		return;
+	ack(P0 + 2);
+	expect_done(2, 2, IBV_WC_SUCCESS);
+	/* Nothing in flight: the small one leaves; the full one behind it is not held. */
+	CHECK_EQ(post(4), 0);
+	if (!EXPECT_WRITE(P0 + 3, 4))
+		return;
+	CHECK_EQ(post_full(5), 0);
+	if (!expect_pkt(OPC(WRITE_ONLY), P0 + 4, MTU, __LINE__))
+		return;
+	ack(P0 + 4);
+	expect_done(4, 2, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
 /* Held WQEs are WQEs like any other: a QP moved to ERR flushes them, in order, after the one in
  * flight. */
 static void held_then_flushed(void)
@@ -218,6 +261,7 @@ int main(void)
 	held_until_ack_or_batch();
 	held_then_flushed();
 	full_packet_not_held();
+	one_packet_stream();
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
