@@ -201,3 +201,25 @@ int rtrs_loop_wait(struct rtrs_loop *l, pthread_mutex_t *mu, int cm_fd, int efd,
 	}
 	return !!(pf[0].revents & POLLIN);
 }
+
+int rtrs_event_sleep_cq(void)
+{
+	const char *e = getenv("RTRS_EVENT_SLEEP");
+
+	return !(e && !strcmp(e, "poll"));
+}
+
+int rtrs_cq_wait(struct ibv_comp_channel *ch)
+{
+	struct ibv_cq *cq;
+	void *cctx;
+	int old, r;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+	r = ibv_get_cq_event(ch, &cq, &cctx);
+	pthread_setcancelstate(old, NULL);
+	if (r)
+		return errno ? errno : EIO;
+	ibv_ack_cq_events(cq, 1);
+	return 0;
+}

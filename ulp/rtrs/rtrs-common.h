@@ -118,6 +118,21 @@ void rtrs_loop_busy(struct rtrs_loop *l, int got);
 int rtrs_loop_wait(struct rtrs_loop *l, pthread_mutex_t *mu, int cm_fd, int efd,
 		   struct ibv_comp_channel *const *cch, int ncch, int timeout, int *sleeping);
 
+/*
+ * Where an event thread sleeps ($RTRS_EVENT_SLEEP, read at open; docs/rtrs.md, "Sleeping in
+ * ibv_get_cq_event"): "poll" (0): in poll() on the CM channel, an eventfd and every completion
+ * channel (rtrs_loop_wait); "cq" (1, the default): a thread per completion channel sleeps in a
+ * blocking ibv_get_cq_event on it, and another thread takes the CM events and the timers. A
+ * driver that wakes the consumer of a channel by the packet itself (softrdma's chan_rx) then
+ * saves a thread hand-off per request.
+ */
+int rtrs_event_sleep_cq(void);
+/* Sleeps in a blocking ibv_get_cq_event on ch, the thread cancellable only there (the close
+ * ends a sleeping thread with pthread_cancel: a cancellation point as rdma-core's read() of the
+ * channel is), and acknowledges the event at once: no lock is held, and a CQ destroyed by
+ * another thread meanwhile waits for nothing. 0 or an errno (EINTR: a signal). */
+int rtrs_cq_wait(struct ibv_comp_channel *ch);
+
 /* "HOST:PORT", "[V6]:PORT", ":PORT", "HOST" -> sockaddr (numeric or resolved). */
 int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive);
 void rtrs_addr_str(const struct sockaddr *sa, char *buf, size_t len);

@@ -118,6 +118,10 @@ struct rtrs_srv_ctx {
 	struct ibv_comp_channel *cch[8];	/* one per device seen */
 	struct ibv_context *cch_dev[8];
 	int ncch;
+	/* RTRS_EVENT_SLEEP=cq (rtrs_event_sleep_cq): a thread per channel (cch_thr) polls and
+	 * sleeps in ibv_get_cq_event; thr takes the CM events, the timers and the stats */
+	int cq_sleep;
+	struct srv_chan_thr *cch_thr[8];
 	struct rdma_cm_id *listen[16];
 	size_t nlisten;
 	int efd;
@@ -129,7 +133,43 @@ struct rtrs_srv_ctx {
 	volatile int stop;
 	int sleeping;	/* the event thread sleeps in poll(): an answer queued must wake it */
 	volatile int lock_waiters;	/* threads in srv_lock (answers from the user's threads) */
+	/* A thread runs a callback with mu dropped (srv_cb_unlock): the paths, sessions and ops
+	 * it holds must stay, so no other thread starts a pass (polls, closes paths, handles CM
+	 * events, answers from the queue) until it is back (srv_pass_wait). With one thread
+	 * (poll) only the user's answers meet it: they are queued then, as always. */
+	int in_cb;
+	pthread_cond_t cb_cv;
 };
+
+/* A channel's thread (RTRS_EVENT_SLEEP=cq). */
+struct srv_chan_thr {
+	struct rtrs_srv_ctx *c;
+	struct ibv_comp_channel *ch;
+	pthread_t thr;
+};
+
+static void *srv_cq_thread(void *arg);
+
+/* Under c->mu: drops it for a callback (srv_cb_relock takes it back). */
+static void srv_cb_unlock(struct rtrs_srv_ctx *c)
+{
+	c->in_cb = 1;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void srv_cb_relock(struct rtrs_srv_ctx *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->in_cb = 0;
+	pthread_cond_broadcast(&c->cb_cv);
+}
+
+/* Under c->mu, before a pass: waits until no other thread is inside a callback. */
+static void srv_pass_wait(struct rtrs_srv_ctx *c)
+{
+	while (c->in_cb)
+		pthread_cond_wait(&c->cb_cv, &c->mu);
+}
 
 /* The lock, from the API (not the event thread): counted, so that the event thread, which
  * holds it while it polls, lets go for a moment. */
@@ -163,7 +203,22 @@ static struct ibv_comp_channel *ctx_cch(struct rtrs_srv_ctx *c, struct ibv_conte
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
 	if (!ch)
 		return NULL;
-	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	if (c->cq_sleep) {
+		/* its own thread sleeps in it (a blocking channel) */
+		struct srv_chan_thr *t = calloc(1, sizeof(*t));
+		if (t) {
+			t->c = c;
+			t->ch = ch;
+		}
+		if (!t || pthread_create(&t->thr, NULL, srv_cq_thread, t)) {
+			free(t);
+			ibv_destroy_comp_channel(ch);
+			return NULL;
+		}
+		c->cch_thr[c->ncch] = t;
+	} else {
+		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	}
 	c->cch[c->ncch] = ch;
 	c->cch_dev[c->ncch++] = dev;
 	return ch;
@@ -255,10 +310,10 @@ static void path_close(struct rtrs_srv_ctx *c, struct srv_path *p)
 		s->up = 0;
 		s->dead = 1;
 		if (was_up && c->ops.link_ev) {
-			pthread_mutex_unlock(&c->mu);
+			srv_cb_unlock(c);
 			c->ops.link_ev((struct rtrs_srv_sess *)s, RTRS_SRV_LINK_EV_DISCONNECTED,
 				       c->o.priv);
-			pthread_mutex_lock(&c->mu);
+			srv_cb_relock(c);
 		}
 		for (struct srv_sess **ps = &c->sessions; *ps; ps = &(*ps)->next)
 			if (*ps == s) {
@@ -448,6 +503,34 @@ static void respq_push(struct rtrs_srv_ctx *c, struct rtrs_srv_op *op, int err)
 	c->respq_tail = op;
 }
 
+/* Under c->mu, no thread in a callback: the queued answers, and the sessions that were
+ * waiting only for theirs. Returns the answers. */
+static int srv_answers(struct rtrs_srv_ctx *c)
+{
+	int got = 0;
+
+	while (c->respq) {
+		struct rtrs_srv_op *op = c->respq;
+		c->respq = op->qnext;
+		if (!c->respq)
+			c->respq_tail = NULL;
+		op_answer(c, op);
+		got++;
+	}
+	for (struct srv_sess **ps = &c->graveyard; *ps;) {
+		struct srv_sess *s = *ps;
+		if (!s->outstanding) {
+			*ps = s->next;
+			free(s->ops);
+			free(s->buf);
+			free(s);
+		} else {
+			ps = &s->next;
+		}
+	}
+	return got;
+}
+
 int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 {
 	if (!op)
@@ -463,6 +546,14 @@ int rtrs_srv_resp_rdma(struct rtrs_srv_op *op, int errno_)
 	respq_push(c, op, errno_);
 	int ret = op->path ? 0 : ENOTCONN;
 	int wake = c->sleeping;	/* a polling loop takes the queue without being woken */
+	if (c->cq_sleep) {
+		/* The answering thread posts it (and what else waits) itself, unless a thread is
+		 * inside a callback, which takes the queue when it is back (srv_answers): no
+		 * thread is woken for it. */
+		if (!c->in_cb)
+			srv_answers(c);
+		wake = 0;
+	}
 	pthread_mutex_unlock(&c->mu);
 	uint64_t one = 1;
 	if (wake && write(c->efd, &one, sizeof(one)) < 0) {
@@ -511,10 +602,10 @@ static int handle_io_req(struct rtrs_srv_ctx *c, struct srv_con *con, uint32_t p
 	s->ops[id] = op;
 	s->outstanding++;
 	p->st.inflight++;
-	pthread_mutex_unlock(&c->mu);
+	srv_cb_unlock(c);
 	int r = c->ops.rdma_ev((struct rtrs_srv_sess *)s, s->priv, op, op->dir, data, op->datalen,
 			       op->usr, usr_len);
-	pthread_mutex_lock(&c->mu);
+	srv_cb_relock(c);
 	if (r && !op->answered)
 		respq_push(c, op, r);
 	return 0;
@@ -685,10 +776,10 @@ static int poll_con(struct rtrs_srv_ctx *c, struct srv_con *con)
 						s->up = 1;
 						int r = 0;
 						if (c->ops.link_ev) {
-							pthread_mutex_unlock(&c->mu);
+							srv_cb_unlock(c);
 							r = c->ops.link_ev((struct rtrs_srv_sess *)s,
 									   RTRS_SRV_LINK_EV_CONNECTED, c->o.priv);
-							pthread_mutex_lock(&c->mu);
+							srv_cb_relock(c);
 						}
 						if (!path_of(c, p))
 							return got;
@@ -959,8 +1050,8 @@ static void srv_arm_all(struct rtrs_srv_ctx *c)
 		}
 }
 
-/* Under c->mu: polls every CQ, closes closing and silent paths. Returns the completions. */
-static int srv_pass(struct rtrs_srv_ctx *c)
+/* Under c->mu: polls every CQ (cqs), closes closing and silent paths. Returns the completions. */
+static int srv_pass(struct rtrs_srv_ctx *c, int cqs)
 {
 	uint64_t now = rtrs_now_ns();
 	uint64_t dead_ns = (uint64_t)c->o.hb_interval_ms * 1000000ull * (c->o.hb_missed_max + 1);
@@ -971,13 +1062,14 @@ static int srv_pass(struct rtrs_srv_ctx *c)
 rescan:
 	for (struct srv_sess *s = c->sessions; s; s = s->next)
 		for (struct srv_path *p = s->paths; p; p = p->next) {
-			for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
+			for (unsigned int k = 0; cqs && k < p->cid_num && !p->closing; k++)
 				if (p->cons[k].cq)
 					got += poll_con(c, &p->cons[k]);
 			if (!path_of(c, p))
 				goto rescan;
 			/* after the connections: the unbinds of the IO_REQs just taken are done */
-			got += poll_binds(c, p);
+			if (cqs)
+				got += poll_binds(c, p);
 			if (!path_of(c, p))
 				goto rescan;
 			if (p->connected && !p->closing && now > p->last_rx_ns &&
@@ -1042,6 +1134,112 @@ static void handle_cm(struct rtrs_srv_ctx *c)
 	}
 }
 
+/* Under c->mu: the counters file, once a second. */
+static void srv_stats(struct rtrs_srv_ctx *c, uint64_t *last)
+{
+	uint64_t now = rtrs_now_ns();
+
+	if (now - *last > 1000000000ull && c->stats_dir[0]) {
+		*last = now;
+		struct rtrs_path_stats st[64];
+		int k = 0;
+		for (struct srv_sess *s = c->sessions; s; s = s->next)
+			for (struct srv_path *p = s->paths; p && k < 64; p = p->next)
+				st[k++] = p->st;
+		rtrs_stats_write(c->stats_dir, "srv", "server", st, k);
+	}
+}
+
+/*
+ * RTRS_EVENT_SLEEP=cq: a completion channel's thread. As srv_thread, it polls every CQ while
+ * completions come and for o.poll_us after the last one, stepping aside when another thread
+ * waits for the lock; then it arms the CQs, looks once more, and sleeps in a blocking
+ * ibv_get_cq_event on its channel alone, so that a driver that wakes such a sleeper by the
+ * packet itself (softrdma's chan_rx) needs no thread of its own in between. CM events, the
+ * silent paths' timer and the counters are srv_cm_thread's; answers from the user's threads
+ * are posted by those threads (rtrs_srv_resp_rdma). rtrs_srv_close cancels it in its sleep.
+ */
+static void *srv_cq_thread(void *arg)
+{
+	struct srv_chan_thr *t = arg;
+	struct rtrs_srv_ctx *c = t->c;
+	struct rtrs_loop lp;
+	int woke = 0;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_setname_np(pthread_self(), "rtrs-srv");	/* perf, top -H */
+	rtrs_loop_init(&lp, c->o.poll_us);
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		srv_pass_wait(c);
+		uint64_t now = rtrs_now_ns();
+		int look, spin = rtrs_loop_begin(&lp, now, &look);
+		if (look)
+			lp.last_fds = now;	/* the fds are srv_cm_thread's */
+		if (!spin && !woke) {
+			/* arm, then look once more: what completed before the arm made no event */
+			srv_arm_all(c);
+			if (!srv_answers(c) && !srv_pass(c, 1)) {
+				pthread_mutex_unlock(&c->mu);
+				int err = rtrs_cq_wait(t->ch);
+				if (err && err != EINTR)
+					poll(NULL, 0, 1);	/* not a busy loop if it keeps failing */
+				pthread_mutex_lock(&c->mu);
+				woke = 1;
+				continue;
+			}
+		}
+		woke = 0;
+		int got = srv_answers(c);
+		got += srv_pass(c, 1);
+		rtrs_loop_busy(&lp, got);
+		if (spin && c->lock_waiters) {
+			pthread_mutex_unlock(&c->mu);
+			rtrs_yield_while(&c->lock_waiters, 100000);
+			pthread_mutex_lock(&c->mu);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/*
+ * RTRS_EVENT_SLEEP=cq: the context's thread. It sleeps in poll() on the CM channel and the
+ * eventfd (the close) for up to 100 ms, then, once no thread is inside a callback, handles the
+ * CM events (connections, their CQs and channels: a new channel gets its thread), closes paths
+ * that closed or fell silent, posts queued answers and writes the counters. It polls no CQ.
+ */
+static void *srv_cm_thread(void *arg)
+{
+	struct rtrs_srv_ctx *c = arg;
+	uint64_t last_stats = 0;
+
+	pthread_setname_np(pthread_self(), "rtrs-srv-cm");
+	srv_lock(c);
+	while (!c->stop) {
+		struct pollfd pf[2] = { { c->ech->fd, POLLIN, 0 }, { c->efd, POLLIN, 0 } };
+		pthread_mutex_unlock(&c->mu);
+		poll(pf, 2, 100);
+		if (pf[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(c->efd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: nothing */
+			}
+		}
+		srv_lock(c);
+		if (c->stop)
+			break;
+		srv_pass_wait(c);
+		if (pf[0].revents & POLLIN)
+			handle_cm(c);
+		srv_pass(c, 0);
+		srv_answers(c);
+		srv_stats(c, &last_stats);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
 /*
  * The context's thread. As the client's (rtrs-clt.c, clt_thread): it polls every CQ while
  * completions come and for o.poll_us after the last one, then arms the CQs and sleeps in
@@ -1067,7 +1265,7 @@ static void *srv_thread(void *arg)
 				/* arm, then look once more: what completed before the arm
 				 * made no event */
 				srv_arm_all(c);
-				got += srv_pass(c);
+				got += srv_pass(c, 1);
 				if (!got && !c->respq)
 					timeout = 100;
 			}
@@ -1075,39 +1273,10 @@ static void *srv_thread(void *arg)
 					   &c->sleeping))
 				handle_cm(c);
 		}
-		/* answers */
-		while (c->respq) {
-			struct rtrs_srv_op *op = c->respq;
-			c->respq = op->qnext;
-			if (!c->respq)
-				c->respq_tail = NULL;
-			op_answer(c, op);
-			got++;
-		}
-		/* graveyard */
-		for (struct srv_sess **ps = &c->graveyard; *ps;) {
-			struct srv_sess *s = *ps;
-			if (!s->outstanding) {
-				*ps = s->next;
-				free(s->ops);
-				free(s->buf);
-				free(s);
-			} else {
-				ps = &s->next;
-			}
-		}
-		got += srv_pass(c);
+		got += srv_answers(c);
+		got += srv_pass(c, 1);
 		rtrs_loop_busy(&lp, got);
-		uint64_t now = rtrs_now_ns();
-		if (now - last_stats > 1000000000ull && c->stats_dir[0]) {
-			last_stats = now;
-			struct rtrs_path_stats st[64];
-			int k = 0;
-			for (struct srv_sess *s = c->sessions; s; s = s->next)
-				for (struct srv_path *p = s->paths; p && k < 64; p = p->next)
-					st[k++] = p->st;
-			rtrs_stats_write(c->stats_dir, "srv", "server", st, k);
-		}
+		srv_stats(c, &last_stats);
 		if (spin && c->lock_waiters) {
 			pthread_mutex_unlock(&c->mu);
 			rtrs_yield_while(&c->lock_waiters, 100000);
@@ -1150,6 +1319,8 @@ struct rtrs_srv_ctx *rtrs_srv_open(const struct rtrs_srv_ops *ops, const char *c
 	if (sd)
 		snprintf(c->stats_dir, sizeof(c->stats_dir), "%s", sd);
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cb_cv, NULL);
+	c->cq_sleep = rtrs_event_sleep_cq();
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	c->ech = rdma_create_event_channel();
 	if (c->efd < 0 || !c->ech) {
@@ -1174,7 +1345,7 @@ struct rtrs_srv_ctx *rtrs_srv_open(const struct rtrs_srv_ops *ops, const char *c
 	}
 	/* the loop reads events without blocking */
 	fcntl(c->ech->fd, F_SETFL, fcntl(c->ech->fd, F_GETFL) | O_NONBLOCK);
-	if (pthread_create(&c->thr, NULL, srv_thread, c)) {
+	if (pthread_create(&c->thr, NULL, c->cq_sleep ? srv_cm_thread : srv_thread, c)) {
 		err = EAGAIN;
 		goto fail;
 	}
@@ -1195,8 +1366,24 @@ void rtrs_srv_close(struct rtrs_srv_ctx *c)
 {
 	if (!c)
 		return;
+	uint64_t one = 1;
+
 	c->stop = 1;
+	if (c->cq_sleep && write(c->efd, &one, sizeof(one)) < 0) {
+		/* the CM thread sees stop within its 100 ms tick */
+	}
 	pthread_join(c->thr, NULL);
+	/* Channels' threads: one asleep in ibv_get_cq_event is cancelled there (the only place
+	 * where it may be); one that is running sees stop at its next pass. */
+	for (int i = 0; i < c->ncch; i++) {
+		struct srv_chan_thr *t = c->cch_thr[i];
+		if (!t)
+			continue;
+		pthread_cancel(t->thr);
+		pthread_join(t->thr, NULL);
+		free(t);
+		c->cch_thr[i] = NULL;
+	}
 	pthread_mutex_lock(&c->mu);
 	while (c->sessions) {
 		struct srv_sess *s = c->sessions;
