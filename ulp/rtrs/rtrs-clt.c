@@ -110,6 +110,10 @@ struct rtrs_clt {
 	struct ibv_comp_channel *cch[CLT_MAX_PATHS];
 	struct ibv_context *cch_dev[CLT_MAX_PATHS];
 	int ncch;
+	/* RTRS_EVENT_SLEEP=cq (rtrs_event_sleep_cq): a thread per channel (cch_thr) polls and
+	 * sleeps in ibv_get_cq_event; thr takes the CM events and the timers */
+	int cq_sleep;
+	struct clt_chan_thr *cch_thr[CLT_MAX_PATHS];
 	int efd;
 	pthread_t thr;
 	pthread_mutex_t mu;
@@ -147,6 +151,15 @@ struct rtrs_clt {
 	int poll_mode;	/* the last request was submitted with RTRS_REQ_POLL */
 	uint64_t app_polls, app_poll_done, app_poll_busy, app_poll_kicks;
 };
+
+/* A channel's thread (RTRS_EVENT_SLEEP=cq). */
+struct clt_chan_thr {
+	struct rtrs_clt *c;
+	struct ibv_comp_channel *ch;
+	pthread_t thr;
+};
+
+static void *clt_cq_thread(void *arg);
 
 /* The lock, from the API (not the event thread): counted, so that the event thread, which
  * holds it while it polls, lets go for a moment. */
@@ -194,7 +207,22 @@ static struct ibv_comp_channel *clt_cch(struct rtrs_clt *c, struct ibv_context *
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
 	if (!ch)
 		return NULL;
-	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	if (c->cq_sleep) {
+		/* its own thread sleeps in it (a blocking channel) */
+		struct clt_chan_thr *t = calloc(1, sizeof(*t));
+		if (t) {
+			t->c = c;
+			t->ch = ch;
+		}
+		if (!t || pthread_create(&t->thr, NULL, clt_cq_thread, t)) {
+			free(t);
+			ibv_destroy_comp_channel(ch);
+			return NULL;
+		}
+		c->cch_thr[c->ncch] = t;
+	} else {
+		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	}
 	c->cch[c->ncch] = ch;
 	c->cch_dev[c->ncch++] = dev;
 	return ch;
@@ -1138,6 +1166,118 @@ static void *clt_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * RTRS_EVENT_SLEEP=cq: a completion channel's thread. As clt_thread, it polls every CQ while
+ * completions come and for o.poll_us after the last one, stepping aside for threads that wait
+ * for the lock or a permit; then it arms the CQs, looks once more, and sleeps in a blocking
+ * ibv_get_cq_event on its channel alone, so that a driver that wakes such a sleeper by the
+ * packet itself (softrdma's chan_rx) needs no thread of its own in between. When a thread that
+ * waits for its request polls for it (rtrs_clt_poll: the IO connections' CQs left unarmed,
+ * ev_unarmed), it sleeps in poll() on the channel's fd and the eventfd instead, which the end
+ * of that poll writes: asleep in ibv_get_cq_event it would receive the packets meant for the
+ * polling thread. CM events and timers are clt_cm_thread's. rtrs_clt_close cancels it in its
+ * sleep.
+ */
+static void *clt_cq_thread(void *arg)
+{
+	struct clt_chan_thr *t = arg;
+	struct rtrs_clt *c = t->c;
+	struct rtrs_loop lp;
+	int woke = 0;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_setname_np(pthread_self(), "rtrs-clt");	/* perf, top -H */
+	rtrs_loop_init(&lp, c->o.poll_us);
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		uint64_t now = rtrs_now_ns();
+		int look, spin = rtrs_loop_begin(&lp, now, &look);
+		if (look)
+			lp.last_fds = now;	/* the CM channel is clt_cm_thread's */
+		if (!spin && !woke) {
+			/* arm, then look once more: what completed before the arm made no event */
+			int io = io_arm_needed(c);
+			arm_all(c, io);
+			c->ev_unarmed = !io;
+			if (!poll_all(c) && !c->done_head) {
+				int err;
+				pthread_mutex_unlock(&c->mu);
+				if (io) {
+					err = rtrs_cq_wait(t->ch);
+				} else {
+					struct pollfd pf[2] = { { c->efd, POLLIN, 0 },
+								{ t->ch->fd, POLLIN, 0 } };
+					uint64_t v;
+					int old;
+					err = 0;
+					pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+					poll(pf, 2, -1);
+					pthread_setcancelstate(old, NULL);
+					if ((pf[0].revents & POLLIN) && read(c->efd, &v, sizeof(v)) < 0) {
+						/* another channel's thread took it */
+					}
+					if (pf[1].revents & POLLIN)
+						err = rtrs_cq_wait(t->ch);	/* an event waits */
+				}
+				if (err && err != EINTR)
+					poll(NULL, 0, 1);	/* not a busy loop if it keeps failing */
+				pthread_mutex_lock(&c->mu);
+				c->ev_unarmed = 0;
+				woke = 1;
+				continue;
+			}
+			c->ev_unarmed = 0;
+		}
+		woke = 0;
+		rtrs_loop_busy(&lp, poll_all(c));
+		run_done(c);
+		if (spin && (c->lock_waiters || (c->permit_waiters && c->nfree))) {
+			pthread_mutex_unlock(&c->mu);
+			rtrs_yield_while(c->lock_waiters ? &c->lock_waiters : &c->permit_waiters, 100000);
+			pthread_mutex_lock(&c->mu);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/*
+ * RTRS_EVENT_SLEEP=cq: the session's thread. It sleeps in poll() on the CM channel for a tick
+ * (hb_interval_ms / 4, 5 to 50 ms, as clt_thread's sleep), then handles the CM events (paths
+ * connecting: their CQs and channels, a new channel getting its thread), runs the timers
+ * (heartbeats, reconnects, requests waiting for a path), calls back what they completed and
+ * writes the counters. It polls a CQ only for a path that goes down (handle_cm).
+ */
+static void *clt_cm_thread(void *arg)
+{
+	struct rtrs_clt *c = arg;
+	uint64_t last_stats = 0;
+	unsigned int tick = c->o.hb_interval_ms / 4;
+
+	tick = tick < 5 ? 5 : tick > 50 ? 50 : tick;
+	pthread_setname_np(pthread_self(), "rtrs-clt-cm");
+	clt_lock(c);
+	while (!c->stop) {
+		struct pollfd pf = { c->ech->fd, POLLIN, 0 };
+		pthread_mutex_unlock(&c->mu);
+		poll(&pf, 1, (int)tick);
+		clt_lock(c);
+		if (c->stop)
+			break;
+		if (pf.revents & POLLIN)
+			handle_cm(c);
+		uint64_t now = rtrs_now_ns();
+		timers(c, now);
+		if (c->stats_dir[0] && now - last_stats > 1000000000ull) {
+			last_stats = now;
+			write_stats(c);
+		}
+		run_done(c);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
 static int path_init(struct rtrs_clt *c, struct clt_path *p, const struct rtrs_path_addr *a)
 {
 	memset(p, 0, sizeof(*p));
@@ -1198,6 +1338,7 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cv, &ca);
+	c->cq_sleep = rtrs_event_sleep_cq();
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	c->ech = rdma_create_event_channel();
 	if (c->efd < 0 || !c->ech) {
@@ -1217,7 +1358,7 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 			path_fail(c, &c->paths[i], err);
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (pthread_create(&c->thr, NULL, clt_thread, c)) {
+	if (pthread_create(&c->thr, NULL, c->cq_sleep ? clt_cm_thread : clt_thread, c)) {
 		err = EAGAIN;
 		goto fail0;
 	}
@@ -1261,6 +1402,17 @@ void rtrs_clt_close(struct rtrs_clt *c)
 		return;
 	c->stop = 1;
 	pthread_join(c->thr, NULL);
+	/* Channels' threads (made by the CM thread, now joined): one asleep is cancelled in its
+	 * sleep (the only place where it may be); one that is running sees stop at its next pass. */
+	for (int i = 0; i < c->ncch; i++) {
+		struct clt_chan_thr *t = c->cch_thr[i];
+		if (!t)
+			continue;
+		pthread_cancel(t->thr);
+		pthread_join(t->thr, NULL);
+		free(t);
+		c->cch_thr[i] = NULL;
+	}
 	clt_lock(c);
 	c->closing = 1;
 	if (getenv("RTRS_DEBUG"))
