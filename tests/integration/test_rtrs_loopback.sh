@@ -105,6 +105,29 @@ if [ "$ONLY" != hostile ]; then
 	done
 fi
 
+# --- asleep (docs/rtrs.md, "Sleeping in ibv_get_cq_event"): a session idle for 1.5 s with
+# heartbeats every 100 ms (3 missed fail a path) before its IO and again before its close,
+# with each way of sleeping (RTRS_EVENT_SLEEP; the server's is the default, cq): every thread
+# asleep, the heartbeats and their answers must wake them (no path lost), the IO must run,
+# and the close must end threads asleep in ibv_get_cq_event (the timeout catches a hang)
+if [ "$ONLY" != hostile ]; then
+	for mode in cq poll; do
+		out=$SR_TMP/cli-idle-$mode.out
+		if RTRS_EVENT_SLEEP=$mode timeout 60 "$SR" run -- "$RT" client -p 127.0.0.1:$P1 \
+			-p 127.0.0.1:$P2 -n 200 -D 4 -I 1500 -H 100 -M 3 -C "$CONNECT_MS" -s $RANDOM \
+			>"$out" 2>&1; then
+			sr_ok "idle, $mode: client exit 0"
+		else
+			sr_fail "idle, $mode: client exit $?"
+			sr_tail "$out"
+		fi
+		sr_expect_grep "idle, $mode: 200 IOs, none failed, every byte right" \
+			"^ios=200 completed=200 failed=0 mismatches=0" "$out"
+		sr_expect_eq "idle, $mode: no path failed while asleep" 2 \
+			"$(grep -c '^path .*failovers=0 reconnects=0 ' "$out")"
+	done
+fi
+
 # --- always_invalidate off: a second server, the same 10,000 IOs round-robin
 P4=$(sr_free_port) P5=$(sr_free_port)
 timeout 200 "$SR" run -- "$RT" server -l 127.0.0.1:$P4 -l 127.0.0.1:$P5 -i 0 -t 150 \

@@ -14,6 +14,7 @@
  *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
  *                    [-T SECS] [-A SECS] [-C CONNECT_MS] [-Z]
+ *                    [-I MS: idle this long before the IO and before the close]
  *                    [-W US: requests with RTRS_REQ_POLL, waited for by rtrs_clt_poll for up
  *                    to US first; prints poll_calls= and polled= (the polls that saw it done)]
  * -Z: the client's buffers are registered with the session (rtrs_clt_reg_buf, zero copy);
@@ -30,6 +31,7 @@
 #include "rtrs-srv-check.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -289,12 +291,12 @@ static int client(int argc, char **argv)
 	size_t np = 0;
 	struct rtrs_clt_opts o;
 	long nios = 10000;
-	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0, wait_secs = 0;
+	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0, wait_secs = 0, idle_ms = 0;
 	unsigned int seed = 1, poll_us = 0;
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZA:C:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZA:C:I:")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -315,6 +317,7 @@ static int client(int argc, char **argv)
 		case 'A': wait_secs = atoi(optarg); break;
 		case 'C': o.connect_timeout_ms = (unsigned int)atoi(optarg); break;
 		case 'Z': zc = 1; break;
+		case 'I': idle_ms = atoi(optarg); break;
 		default: return 2;
 		}
 	}
@@ -346,6 +349,10 @@ static int client(int argc, char **argv)
 		fprintf(stderr, "rtrs_clt_reg_buf: %s\n", strerror(rerr));
 		return 1;
 	}
+	/* -I: idle before the IO and before the close (the session's threads asleep: heartbeats
+	 * must carry the paths, the IO must wake them, the close must end them) */
+	if (idle_ms > 0)
+		poll(NULL, 0, idle_ms);
 	time_t t0 = time(NULL);
 	long k;
 	for (k = 0; k < nios || time(NULL) - t0 < min_secs ||
@@ -389,6 +396,8 @@ static int client(int argc, char **argv)
 	}
 	wait_below(clt, 1, poll_us);
 	pthread_mutex_unlock(&cmu);
+	if (idle_ms > 0)
+		poll(NULL, 0, idle_ms);
 	struct rtrs_path_stats st[16];
 	int npaths = rtrs_clt_path_stats(clt, st, 16);
 	for (int i = 0; i < npaths && i < 16; i++)
