@@ -6,8 +6,12 @@
  * The library uses only public verbs and rdma_cm (<infiniband/verbs.h>, <rdma/rdma_cma.h>) and
  * links only -libverbs -lrdmacm: it runs on softrdma and on rdma-core with real hardware.
  *
- * Threads: each client session and each server context owns one event thread. Every callback
- * runs on that thread; callbacks must not block for long. They may call any function of this
+ * Threads: each client session and each server context owns its threads: by default one per
+ * completion channel (one per device its paths use), which polls the CQs and sleeps in
+ * ibv_get_cq_event, and one for the CM events and timers; with $RTRS_EVENT_SLEEP=poll a single
+ * event thread does both (docs/rtrs.md, "Sleeping in ibv_get_cq_event"). Callbacks run on these
+ * threads (a client's conf also in rtrs_clt_poll's caller), a server's never two at once;
+ * callbacks must not block for long. They may call any function of this
  * header except rtrs_clt_close() / rtrs_srv_close() on their own object.
  * rtrs_clt_request(), rtrs_srv_resp_rdma() and the stats functions may be called from any thread.
  *
