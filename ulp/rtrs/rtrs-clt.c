@@ -1017,6 +1017,13 @@ static void timers(struct rtrs_clt *c, uint64_t now)
 		}
 		if (p->state == RTRS_PATH_CONNECTED &&
 		    now - p->hb_sent_ns >= (uint64_t)c->o.hb_interval_ms * 1000000ull) {
+			if (p->hb_wait && c->cq_sleep) {
+				/* the CM thread counts: an answer that a channel's thread has not
+				 * taken yet (it may be waiting for a CPU) counts first */
+				poll_con(c, &p->cons[0]);
+				if (p->state != RTRS_PATH_CONNECTED)
+					continue;
+			}
 			if (p->hb_wait) {
 				p->st.hb_missed++;
 				p->st.hb_missed_total++;

@@ -1072,6 +1072,20 @@ rescan:
 				got += poll_binds(c, p);
 			if (!path_of(c, p))
 				goto rescan;
+			if (!cqs && p->connected && !p->closing && now > p->last_rx_ns &&
+			    now - p->last_rx_ns > dead_ns) {
+				/* the CM thread judges: what a channel's thread has not taken yet
+				 * (it may be waiting for a CPU) counts first, as the old loop polled
+				 * before it judged */
+				for (unsigned int k = 0; k < p->cid_num && !p->closing; k++)
+					if (p->cons[k].cq)
+						poll_con(c, &p->cons[k]);
+				if (!path_of(c, p))
+					goto rescan;
+				poll_binds(c, p);
+				if (!path_of(c, p))
+					goto rescan;
+			}
 			if (p->connected && !p->closing && now > p->last_rx_ns &&
 			    now - p->last_rx_ns > dead_ns) {
 				char d[64];
