@@ -521,6 +521,7 @@ struct sr_swqe {
 	} u;
 	uint32_t rd_end_psn;		/* READ: last PSN of the READ request last issued (req.c) */
 	uint32_t seg;			/* payload per packet, fixed when it starts (req.c) */
+	uint64_t start_ns;		/* ns its first packet was first sent (req.c) */
 };
 
 /* Work request opcodes of softrdma's own API (include/softrdma/softrdma.h): REG_MR takes the
@@ -620,6 +621,7 @@ struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	uint64_t rttvar_ns;
 	uint64_t rtt_min_ns;		/* the smallest sample: the path without a queue (0: none) */
 	uint64_t tlp0_ns;		/* probe delay before the first sample (doubles per probe) */
+	uint64_t probe_age_ns;		/* the probed packet's WQE: its first send to the probe */
 	uint64_t rtt_t0;
 	uint32_t rtt_psn;
 	bool rtt_valid;

@@ -32,7 +32,7 @@
 	X(retransmits, "request packets sent again (go-back-N)")                  \
 	X(repairs, "single packets resent after a NAK (selective repair, param repair)") \
 	X(tail_probes, "single packets resent after 2 RTTs without progress (tail-loss probe, param repair)") \
-	X(probe_acks_early, "ACKs of a tail-loss-probed packet sooner than the shortest round trip after the probe: the first copy's, late; not taken as loss of what follows") \
+	X(probe_acks_early, "ACKs of a tail-loss-probed packet alone sooner after the probe than the shortest round trip, or later after it than the probe came after the packet's first send: the first copy's, late; not taken as loss of what follows") \
 	X(retry_timeouts, "local ACK timeouts (counted against retry_cnt)")         \
 	X(fast_retransmits, "early go-back-N after a few RTTs without progress (not counted)") \
 	X(cwnd_cuts, "send window cuts to 3/4 after a loss at the path's base round trip (a NAK or a fast go-back-N; once per window of packets): a random loss") \
@@ -40,6 +40,7 @@
 	X(cwnd_restarts, "send window restarts at 4 packets after a local ACK timeout (then slow start)") \
 	X(rtt_samples, "round-trip samples taken (RC requester: a packet sent once, to the ACK that covers it)") \
 	X(rtt_sample_us, "sum of those samples, us (divided by rtt_samples: the mean round trip)") \
+	X(rtt_bounds, "round-trip samples from a probe shown premature (probe_acks_early, the later kind): the time from the probe to the ACK, a lower bound of the round trip, above SRTT") \
 	X(rtt_karn_discards, "round-trip samples given up: a packet at or before the sampled one was sent again (Karn)") \
 	X(retry_exceeded, "WRs completed with RETRY_EXC_ERR")                       \
 	X(rnr_naks_sent, "RNR NAKs sent (no receive WQE)")                          \

@@ -18,6 +18,24 @@
 #include "transport/xport.h"
 #include "wire/icrc.h"
 
+/* RFC 6298 2.2/2.3: the first sample sets SRTT = R, RTTVAR = R/2; then RTTVAR = 3/4 RTTVAR +
+ * 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R. */
+static void rtt_update(struct sr_qp *qp, uint64_t r)
+{
+	if (!qp->comp.srtt_ns) {
+		qp->comp.srtt_ns = r;
+		qp->comp.rttvar_ns = r / 2;
+		/* The first sample arms the probes (probe_ns): the progress thread may sleep on a
+		 * deadline computed without them, the local ACK timeout. */
+		sr_nic_kick(qp->nic);
+	} else {
+		uint64_t d = qp->comp.srtt_ns > r ? qp->comp.srtt_ns - r : r - qp->comp.srtt_ns;
+
+		qp->comp.rttvar_ns = (3 * qp->comp.rttvar_ns + d) / 4;
+		qp->comp.srtt_ns = (7 * qp->comp.srtt_ns + r) / 8;
+	}
+}
+
 static void progress_made(struct sr_qp *qp)
 {
 	uint64_t now = sr_now_ns();
@@ -32,26 +50,13 @@ static void progress_made(struct sr_qp *qp)
 	if (qp->comp.rtt_valid && sr_psn_gt(qp->comp.psn, qp->comp.rtt_psn)) {
 		uint64_t r = now - qp->comp.rtt_t0;
 
-		/* RFC 6298 2.2/2.3: the first sample sets SRTT = R, RTTVAR = R/2; then RTTVAR =
-		 * 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R. */
 		if (!r)
 			r = 1;
 		sr_stat_inc(&qp->nic->stats, SR_STAT_rtt_samples);
 		sr_stat_add(&qp->nic->stats, SR_STAT_rtt_sample_us, r / 1000);
 		if (!qp->comp.rtt_min_ns || r < qp->comp.rtt_min_ns)
 			qp->comp.rtt_min_ns = r;
-		if (!qp->comp.srtt_ns) {
-			qp->comp.srtt_ns = r;
-			qp->comp.rttvar_ns = r / 2;
-			/* The first sample arms the probes (probe_ns): the progress thread may sleep
-			 * on a deadline computed without them, the local ACK timeout. */
-			sr_nic_kick(qp->nic);
-		} else {
-			uint64_t d = qp->comp.srtt_ns > r ? qp->comp.srtt_ns - r : r - qp->comp.srtt_ns;
-
-			qp->comp.rttvar_ns = (3 * qp->comp.rttvar_ns + d) / 4;
-			qp->comp.srtt_ns = (7 * qp->comp.srtt_ns + r) / 8;
-		}
+		rtt_update(qp, r);
 		qp->comp.rtt_valid = false;
 	}
 }
@@ -186,6 +191,27 @@ static bool try_repair(struct sr_qp *qp, uint32_t psn)
 
 static void retry_from(struct sr_qp *qp, uint32_t psn, bool count, bool timeout, bool repair);
 
+/*
+ * A probe shown premature (repair_answered): the probed packet's first copy left before the
+ * probe, so whichever copy its ACK answers, the time since the probe is a lower bound of the
+ * round trip now, and it is above SRTT (the probe waited longer than SRTT): taken as a sample
+ * (counted: rtt_bounds; RTTVAR takes the jump, so the timers widen at once). Without it the
+ * estimate froze at the queue-free round trip: Karn's rule gives up the sample under way at
+ * every resend, a probe fired during each sample's flight, behind a 1 Gbit/s shaper whose
+ * queue held 5-10 ms the probe kept firing at 0.5 ms (3 samples in a 3 s run of RTRS READ,
+ * 1,090 resends per 1000 requests). Only there: after any resend, the first ACK of older
+ * packets bounds the round trip from below too, but on a loaded machine under loss that time
+ * included the peer's stalls, widened the timers after each, and left more of 20 % loss to
+ * the IBA timeout.
+ */
+static void rtt_bound(struct sr_qp *qp, uint64_t r)
+{
+	if (r <= qp->comp.srtt_ns)
+		return;
+	sr_stat_inc(&qp->nic->stats, SR_STAT_rtt_bounds);
+	rtt_update(qp, r);
+}
+
 /* A response moved comp.psn (by an ACK when `is_ack`, else a NAK): what it says about a packet
  * resent alone. Returns true when it started a go-back-N (the caller stops). */
 static bool repair_answered(struct sr_qp *qp, bool is_ack)
@@ -202,16 +228,35 @@ static bool repair_answered(struct sr_qp *qp, bool is_ack)
 			qp->comp.peer_keeps = 1;
 		return false;
 	}
+	uint64_t since = sr_now_ns() - qp->comp.tlp_at;
+
+	sr_dbg("qp#%u: ACK of PSN %u alone, %llu us after its resend (its answer from %llu to "
+	       "%llu us)", sr_qpn(qp), qp->comp.repair_psn, (unsigned long long)since / 1000,
+	       (unsigned long long)qp->comp.rtt_min_ns / 1000,
+	       (unsigned long long)qp->comp.probe_age_ns / 1000);
 	if (is_ack && !qp->comp.repair_nak && qp->comp.rtt_min_ns &&
-	    sr_now_ns() - qp->comp.tlp_at < qp->comp.rtt_min_ns) {
+	    (since < qp->comp.rtt_min_ns || since > qp->comp.probe_age_ns)) {
 		/* An ACK sooner after a tail-loss probe than the path's shortest round trip cannot
 		 * answer it: it answers the packet's first copy, late, as every ACK behind a full
 		 * queue (a shaped link: tc tbf) or a stalled peer is. It says nothing of what
 		 * follows. The probe's own answer, if the rest is lost, comes later and names no
 		 * more than this: it is judged then (repairing stays set); an ACK of more clears it
-		 * (above). Before this, each such ACK resent the whole window for nothing. */
+		 * (above). Before this, each such ACK resent the whole window for nothing.
+		 * Nor does an ACK later after the probe than the probe came after the packet's
+		 * first copy (probe_age_ns, from its WQE's first send: never shorter): whichever
+		 * copy it answers, the round trip is at least that long now, so the probe left
+		 * before the first copy could have been answered; its silence then proved no
+		 * loss, and the round trip it shows, longer than the probe's own wait (at least
+		 * SRTT + 2 RTTVAR), is a queue that grew, not a loss: behind a queue of
+		 * milliseconds the first copy's ACK came later than the shortest round trip after
+		 * the probe, and each resent every request outstanding (RTRS READ over a 1 Gbit/s
+		 * shaper). The time since the probe is then a lower bound of the round trip
+		 * (rtt_bound). (A loss at the very moment the round trip more than doubles is left
+		 * to the next probe and the fast go-back-N.) */
 		sr_stat_inc(&qp->nic->stats, SR_STAT_probe_acks_early);
 		qp->comp.repairing = true;
+		if (since > qp->comp.probe_age_ns)
+			rtt_bound(qp, since);
 		return false;
 	}
 	if (is_ack && sr_psn_lt(qp->comp.psn, qp->req.high_psn)) {
@@ -678,6 +723,10 @@ uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now)
 		 * an ACK was lost, the answer (or a duplicate's re-ACK) says where the peer is. */
 		if (resend_one(qp, qp->comp.psn, false))
 			sr_stat_inc(&qp->nic->stats, SR_STAT_tail_probes);
+		sr_dbg("qp#%u: tail-loss probe of PSN %u, first sent %llu us ago, %llu us since "
+		       "progress", sr_qpn(qp), qp->comp.psn,
+		       (unsigned long long)qp->comp.probe_age_ns / 1000,
+		       (unsigned long long)(now - qp->comp.last_progress) / 1000);
 		if (!qp->comp.srtt_ns)
 			qp->comp.tlp0_ns = 2 * tlp_ns(qp, probe_ns(qp));
 		qp->comp.tlp_at = now;

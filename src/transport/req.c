@@ -572,6 +572,8 @@ static void req_progress(struct sr_qp *qp)
 		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn)
 			break;
 
+		if (!qp->req.offset && sr_psn_ge(qp->req.psn, qp->req.high_psn))
+			w->start_ns = sr_now_ns();	/* first sent (comp.c, repair_answered) */
 		n = req_xmit(qp, qp->req.idx, w);
 		if (n < 0) {
 			/* A local error (bad lkey, IBA 10.8.3.1 local protection error): nothing more
@@ -663,6 +665,7 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 		qp->req.psn = psn;
 		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * w->seg;
 		qp->req.force_ackreq = true;
+		qp->comp.probe_age_ns = sr_now_ns() - w->start_ns;
 		n = req_xmit(qp, i, w);
 		qp->req.force_ackreq = false;
 		qp->req.psn = psn0;
