@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/mpi-ab.sh: builds side by side on bench/mpi.sh's netns ping-pong, for a loaded machine.
 # Open MPI (pml ucx, UCX_TLS=rc_verbs,ud_verbs,self under `softrdma run`, the same command as
-# bench/mpi.sh's netns/softrdma run) between two namespaces joined by a veth pair, once per
+# bench/mpi.sh's netns/softrdma run) between two namespaces joined by a veth pair (--loopback:
+# bench/mpi.sh's loopback/softrdma run, both ranks in this namespace), once per
 # build and round, the builds in rotation (each in each place once every N-builds rounds, the
 # order reversed in every other such block), so that a drift of the load weighs on all alike.
 # Prints, per size, the first build's median half round trip and each other build's ratio to
@@ -10,7 +11,7 @@
 # every run: on 2 shared cores a run is either fast or several times slower, whatever the
 # build, and a few pairs are decided by which side drew the slow one).
 #
-#   bench/mpi-ab.sh [--rounds N] [--iters N] [--max BYTES] [--cgroup] [--tcp] NAME=BUILD...
+#   bench/mpi-ab.sh [--rounds N] [--iters N] [--max BYTES] [--cgroup] [--tcp] [--loopback] NAME=BUILD...
 #
 # NAME=BUILD: a name for the report and a build directory (e.g. old=/tmp/wt-old/build
 # new=build; a commit built in a worktree of its own: git worktree add /tmp/wt-X X, then cmake
@@ -19,7 +20,8 @@
 # name's processes the environment K=V (e.g. b=build:SOFTRDMA_NIC_NICE=-10). --rounds: rounds
 # (10). --iters: round trips per size below 1 MiB (1000; from 1 MiB ITERS / 10 + 1). --max:
 # largest size (4 MiB). --tcp: also one UCX tcp run per round (its ratio to the first build
-# is printed too). --cgroup: every process in a CPU cgroup of high weight made for the run
+# is printed too). --loopback: bench/mpi.sh's loopback runs (softrdma and, with --tcp, UCX tcp
+# on lo) instead of the netns ones. --cgroup: every process in a CPU cgroup of high weight made for the run
 # (cgroup v1 cpu.shares 262144 or v2 cpu.weight 10000, removed on exit): the other work takes
 # little of their CPU, and inside it they are scheduled as on a quiet machine. Root
 # (namespaces). Writes RESULTS/mpi-ab-<date>.tsv (every run's mean and median) and prints the
@@ -33,6 +35,7 @@ ITERS=1000
 MAX=$((4 << 20))
 CGROUP=0
 TCP=0
+LOOPBACK=0
 SPECS=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
 	--max) MAX=$2; shift ;;
 	--cgroup) CGROUP=1 ;;
 	--tcp) TCP=1 ;;
+	--loopback) LOOPBACK=1 ;;
 	-h | --help) bench_usage 26 ;;
 	-*) echo "$BENCH: unknown option $1" >&2; bench_usage 26 ;;
 	*=*) SPECS+=("$1") ;;
@@ -101,6 +105,8 @@ agent "$tmp/agent-tcp" "" ""
 # The options of bench/mpi.sh's runs (see there for mpi_yield_when_idle and --bind-to none).
 common=(--allow-run-as-root -np 2 --mca mpi_yield_when_idle 1 --bind-to none --mca pml ucx
 	--mca btl self --mca osc ^ucx --host "$NET.1,$NET.2" --mca oob_tcp_if_include "$VETH")
+local=(--allow-run-as-root -np 2 --mca mpi_yield_when_idle 1 --bind-to none --mca pml ucx
+	--mca btl self --mca osc ^ucx --oversubscribe)
 app=("$tmp/pp" "$ITERS" "$MAX" 2 fast)
 rows=$tmp/rows.tsv
 echo -e "name\tround\tsize\tmean_us\tmedian_us\tload1" >"$rows"
@@ -108,7 +114,16 @@ echo -e "name\tround\tsize\tmean_us\tmedian_us\tload1" >"$rows"
 # one NAME ROUND: one mpirun; appends its rows
 one() {
 	local n=$1 r=$2 out=$tmp/$1.$2.out rc=0 c=("${common[@]}" --mca plm_rsh_agent "$tmp/agent-$1")
-	if [ "$n" = tcp ]; then
+	if [ "$LOOPBACK" = 1 ] && [ "$n" = tcp ]; then
+		timeout -k 5 300 env UCX_TLS=tcp,self UCX_NET_DEVICES=lo mpirun.openmpi "${local[@]}" \
+			--mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS -x UCX_NET_DEVICES \
+			"${app[@]}" >"$out" 2>&1 || rc=$?
+	elif [ "$LOOPBACK" = 1 ]; then
+		# shellcheck disable=SC2086
+		timeout -k 5 300 env UCX_TLS=rc_verbs,ud_verbs,self ${ENVS[$n]} \
+			"${DIR[$n]}/bin/softrdma" run -- mpirun.openmpi "${local[@]}" -x UCX_TLS \
+			"${app[@]}" >"$out" 2>&1 || rc=$?
+	elif [ "$n" = tcp ]; then
 		# shellcheck disable=SC2086
 		timeout -k 5 300 ip netns exec "$NSA" env UCX_TLS=tcp,self UCX_NET_DEVICES=$VETH \
 			mpirun.openmpi "${c[@]}" --mca pml_ucx_tls any --mca pml_ucx_devices any \
@@ -148,9 +163,9 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$RESULTS"
 cp "$rows" "$RESULTS/mpi-ab-$date0.tsv"
 
-python3 - "$rows" "$ROUNDS" "$load0" "$load1" "$(($(date +%s) - t0))" "$CGROUP" "${NAMES[@]}" <<'EOP'
+python3 - "$rows" "$ROUNDS" "$load0" "$load1" "$(($(date +%s) - t0))" "$CGROUP" "$LOOPBACK" "${NAMES[@]}" <<'EOP'
 import sys, statistics as st
-path, rounds, load0, load1, secs, cg, *names = sys.argv[1:]
+path, rounds, load0, load1, secs, cg, lo, *names = sys.argv[1:]
 v = {}
 for line in list(open(path))[1:]:
     n, r, s, mean, med, load = line.split("\t")
@@ -160,10 +175,10 @@ if any(n == "tcp" for (n, _, _) in v):
 base = names[0]
 sizes = sorted({s for (_, _, s) in v})
 rs = sorted({r for (_, r, _) in v})
-print("MPI ping-pong between two namespaces, builds side by side: %s rounds, load average %s at"
+print("MPI ping-pong %s, builds side by side: %s rounds, load average %s at"
       " the start, %s at the end, %s s%s. Half round trip: each run's median, us. Ratio: X / %s"
       " of the same round, median [min..max] (rounds X was slower / rounds)."
-      % (rounds, load0, load1, secs, ", in a high-weight CPU cgroup" if cg == "1" else "", base))
+      % ("on loopback" if lo == "1" else "between two namespaces", rounds, load0, load1, secs, ", in a high-weight CPU cgroup" if cg == "1" else "", base))
 def label(s):
     return "%d" % s if s < 1024 else ("%d KiB" % (s >> 10) if s < 2**20 else "%d MiB" % (s >> 20))
 print("\n| size | %s us | %s |" % (base, " | ".join("%s / %s" % (n, base) for n in names[1:])))
