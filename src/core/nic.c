@@ -12,6 +12,8 @@
 #include "core/core.h"
 #include "core/log.h"
 
+__thread uint64_t sr_drain_clock;	/* core.h, sr_drain_now_ns */
+
 /* ibv_get_device_guid: 02:'S':'R':index then the pid: each process has its own soft NIC. */
 __be64 sr_device_guid(const struct sr_device *d)
 {

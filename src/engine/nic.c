@@ -425,7 +425,7 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 {
 	bool spinning = now - atomic_load_explicit(&nic->app_poll_end_ns, memory_order_relaxed) <
 			SR_APP_SPIN_NS;
-	uint64_t since, after = SR_APP_YIELD_NS;
+	uint64_t since, after = SR_APP_YIELD_NS, end = 0;
 	int n = 0;
 
 	atomic_store_explicit(&nic->app_poll_ns, now, memory_order_relaxed);
@@ -444,7 +444,10 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		/* After a drain that found nothing, the next datagram is most likely alone (the
 		 * answer of a ping-pong): ask for one, and the kernel does not look for a second
 		 * (the empty look cost ~0.25 us of each answer's receive). Anything more waits
-		 * for the next poll, which asks for a full batch. */
+		 * for the next poll, which asks for a full batch. That one datagram's steps share
+		 * one clock read (sr_drain_clock); a batch's, which may take long, read their own. */
+		if (nic->app_rx_empty)
+			sr_drain_clock = SR_CLOCK_UNREAD;
 		n = sr_net_rx_upto(nic, nic->app_rx_empty ? 1 : SR_NET_RX_BATCH);
 		nic->app_rx_empty = n <= 0;
 		if (n > 0)
@@ -453,6 +456,9 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 			sr_resp_flush_acks(nic);
 		if (n <= 0)
 			atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
+		else if (sr_drain_clock > SR_CLOCK_UNREAD)
+			end = sr_drain_clock;	/* the end of this poll, to within the datagram */
+		sr_drain_clock = 0;
 		pthread_mutex_unlock(&nic->rx_lock);
 		pthread_setcancelstate(cstate, NULL);
 	} else if (sr_params()->busy_poll_us <= 0) {
@@ -473,7 +479,7 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		since = sr_now_ns();
 	}
 	atomic_store_explicit(&nic->app_spin_ns, since, memory_order_relaxed);
-	atomic_store_explicit(&nic->app_poll_end_ns, sr_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&nic->app_poll_end_ns, end ? end : sr_now_ns(), memory_order_relaxed);
 	return n;
 }
 

@@ -38,7 +38,7 @@ static void rtt_update(struct sr_qp *qp, uint64_t r)
 
 static void progress_made(struct sr_qp *qp)
 {
-	uint64_t now = sr_now_ns();
+	uint64_t now = sr_drain_now_ns();	/* the drain's, when an application drains */
 
 	sr_cwnd_grow(qp);
 	qp->comp.retry_left = qp->attr.retry_cnt;

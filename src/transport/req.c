@@ -73,9 +73,25 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 	return end < w->length ? end : w->length;
 }
 
+/*
+ * One clock read for the first packet of a requester pass: its WQE's first-sent time
+ * (start_ns), the RTT sample's start and, when it is the pass's only packet, the last new
+ * packet (comp.last_new, the tail-loss probe's start) are one moment to within that packet,
+ * which leaves at the end of the pass anyway (sr_net_batch_end). A clock_gettime costs 45-100
+ * ns on the VMs measured, and a ping-pong's answer read it three times here.
+ */
+static inline uint64_t req_now(uint64_t *now)
+{
+	if (!*now)
+		*now = sr_now_ns();
+	return *now;
+}
+
 /* Builds and sends the packet of WQE w (slot idx) that starts at byte req.offset with PSN
- * req.psn. Returns the bytes that packet covers, or -(ibv_wc_status) on a local error. */
-static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
+ * req.psn. Returns the bytes that packet covers, or -(ibv_wc_status) on a local error. now:
+ * the clock of the pass's first packet (req_now: read here if still 0 and an RTT sample
+ * starts), or NULL for any other packet (read here if needed). */
+static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t *now)
 {
 	uint8_t hdr[SR_MAX_HDR] __attribute__((aligned(8)));
 	uint8_t tr = sr_qp_tr(qp);
@@ -160,7 +176,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w)
 	if (ackreq && !qp->comp.rtt_valid && sr_psn_ge(qp->req.psn, qp->req.high_psn)) {
 		qp->comp.rtt_valid = true;
 		qp->comp.rtt_psn = qp->req.psn;
-		qp->comp.rtt_t0 = sr_now_ns();
+		qp->comp.rtt_t0 = now ? req_now(now) : sr_now_ns();
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
@@ -479,8 +495,9 @@ void sr_req_progress(struct sr_qp *qp)
 static void req_progress(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
-	bool was_idle, sent = false;
-	uint32_t high0;
+	bool was_idle;
+	uint64_t now = 0;
+	uint32_t high0, sent = 0;
 
 	if (sr_qp_reliable(qp)) {
 		catch_up(qp);
@@ -572,9 +589,11 @@ static void req_progress(struct sr_qp *qp)
 		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn)
 			break;
 
+		/* First sent (comp.c, repair_answered); the pass's first packet shares its clock
+		 * read (req_now), later ones read their own. */
 		if (!qp->req.offset && sr_psn_ge(qp->req.psn, qp->req.high_psn))
-			w->start_ns = sr_now_ns();	/* first sent (comp.c, repair_answered) */
-		n = req_xmit(qp, qp->req.idx, w);
+			w->start_ns = sent ? sr_now_ns() : req_now(&now);
+		n = req_xmit(qp, qp->req.idx, w, sent ? NULL : &now);
 		if (n < 0) {
 			/* A local error (bad lkey, IBA 10.8.3.1 local protection error): nothing more
 			 * is sent; the WQE completes with it once it is the oldest, then the QP leaves
@@ -588,7 +607,7 @@ static void req_progress(struct sr_qp *qp)
 				sr_comp_error_oldest(qp);
 			break;	/* what was sent before it keeps its timer (below) */
 		}
-		sent = true;
+		sent++;
 		if (w->opcode == IBV_WR_RDMA_READ) {
 			/* The request covers the rest of its piece: skip the PSNs of its responses. */
 			qp->req.psn = sr_psn_next(w->rd_end_psn);
@@ -611,8 +630,12 @@ static void req_progress(struct sr_qp *qp)
 	if (!sr_qp_reliable(qp) || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
 		return;	/* (a failed oldest WQE moved the QP to an error state) */
 	if (sent && (was_idle || sr_psn_gt(qp->req.high_psn, high0))) {
-		uint64_t now = sr_now_ns();
-
+		/* One packet (a ping-pong's answer): the clock read for it (first-sent time, RTT
+		 * sample) is its moment; after a longer pass, read again (it took a while). */
+		if (sent > 1)
+			now = sr_now_ns();
+		else
+			req_now(&now);
 		if (was_idle)
 			qp->comp.last_progress = now;
 		/* A tail just sent is not a lost tail: the probe counts from here (comp.c,
@@ -666,7 +689,7 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 		qp->req.offset = (uint32_t)sr_psn_diff(psn, w->first_psn) * w->seg;
 		qp->req.force_ackreq = true;
 		qp->comp.probe_age_ns = sr_now_ns() - w->start_ns;
-		n = req_xmit(qp, i, w);
+		n = req_xmit(qp, i, w, NULL);
 		qp->req.force_ackreq = false;
 		qp->req.psn = psn0;
 		qp->req.offset = off0;

@@ -235,7 +235,7 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR) {
 			if (defer_ns > 0 && ack_deferrable(qp)) {
 				if (!now)
-					now = sr_now_ns();
+					now = sr_drain_now_ns();
 				if (!qp->resp.ack_due)
 					qp->resp.ack_due = now + (uint64_t)defer_ns;
 				if (now < qp->resp.ack_due) {
