@@ -132,7 +132,8 @@ struct rtrs_srv_ctx {
 	struct srv_sess *graveyard;
 	volatile int stop;
 	int sleeping;	/* the event thread sleeps in poll(): an answer queued must wake it */
-	volatile int lock_waiters;	/* threads in srv_lock (answers from the user's threads) */
+	volatile int lock_waiters;	/* threads in srv_lock or srv_pass_wait (the user's answers,
+					 * the CM thread, other channels' threads) */
 	/* A thread runs a callback with mu dropped (srv_cb_unlock): the paths, sessions and ops
 	 * it holds must stay, so no other thread starts a pass (polls, closes paths, handles CM
 	 * events, answers from the queue) until it is back (srv_pass_wait). With one thread
@@ -164,11 +165,18 @@ static void srv_cb_relock(struct rtrs_srv_ctx *c)
 	pthread_cond_broadcast(&c->cb_cv);
 }
 
-/* Under c->mu, before a pass: waits until no other thread is inside a callback. */
+/* Under c->mu, before a pass: waits until no other thread is inside a callback. Counted in
+ * lock_waiters meanwhile, as srv_lock counts: woken, pthread_cond_wait must take mu back, and a
+ * channel's thread that polls with mu held (RTRS_POLL_US=-1, or completions closer than
+ * poll_us) lets go only for counted waiters; uncounted, the CM thread starved there. */
 static void srv_pass_wait(struct rtrs_srv_ctx *c)
 {
+	if (!c->in_cb)
+		return;
+	__atomic_add_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
 	while (c->in_cb)
 		pthread_cond_wait(&c->cb_cv, &c->mu);
+	__atomic_sub_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
 }
 
 /* The lock, from the API (not the event thread): counted, so that the event thread, which
@@ -1193,7 +1201,8 @@ static void *srv_cq_thread(void *arg)
 		if (!spin && !woke) {
 			/* arm, then look once more: what completed before the arm made no event */
 			srv_arm_all(c);
-			if (!srv_answers(c) && !srv_pass(c, 1)) {
+			/* respq: answers queued during a callback of that pass (a link_ev) */
+			if (!srv_answers(c) && !srv_pass(c, 1) && !c->respq) {
 				pthread_mutex_unlock(&c->mu);
 				int err = rtrs_cq_wait(t->ch);
 				if (err && err != EINTR)
