@@ -1223,8 +1223,11 @@ static void *clt_cq_thread(void *arg)
 					if ((pf[0].revents & POLLIN) && read(c->efd, &v, sizeof(v)) < 0) {
 						/* another channel's thread took it */
 					}
+					/* an event waits, unless the CM thread destroyed its CQ
+					 * meanwhile (the event went with it): not a blocking get,
+					 * which would sleep with the IO CQs unarmed */
 					if (pf[1].revents & POLLIN)
-						err = rtrs_cq_wait(t->ch);	/* an event waits */
+						err = rtrs_cq_take(t->ch);
 				}
 				if (err && err != EINTR)
 					poll(NULL, 0, 1);	/* not a busy loop if it keeps failing */

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,4 +223,21 @@ int rtrs_cq_wait(struct ibv_comp_channel *ch)
 		return errno ? errno : EIO;
 	ibv_ack_cq_events(cq, 1);
 	return 0;
+}
+
+int rtrs_cq_take(struct ibv_comp_channel *ch)
+{
+	int fl = fcntl(ch->fd, F_GETFL);
+	struct ibv_cq *cq;
+	void *cctx;
+	int err = 0;
+
+	if (fl < 0 || fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK))
+		return errno ? errno : EIO;
+	while (!ibv_get_cq_event(ch, &cq, &cctx))
+		ibv_ack_cq_events(cq, 1);
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		err = errno ? errno : EIO;
+	fcntl(ch->fd, F_SETFL, fl);
+	return err;
 }

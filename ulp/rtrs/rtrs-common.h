@@ -132,6 +132,10 @@ int rtrs_event_sleep_cq(void);
  * channel is), and acknowledges the event at once: no lock is held, and a CQ destroyed by
  * another thread meanwhile waits for nothing. 0 or an errno (EINTR: a signal). */
 int rtrs_cq_wait(struct ibv_comp_channel *ch);
+/* Takes and acknowledges the events waiting on ch without sleeping (O_NONBLOCK set around the
+ * get: only the caller reads ch). For a thread that poll() found ch readable: the event may be
+ * gone since (its CQ destroyed by another thread). 0 (none is fine) or an errno. */
+int rtrs_cq_take(struct ibv_comp_channel *ch);
 
 /* "HOST:PORT", "[V6]:PORT", ":PORT", "HOST" -> sockaddr (numeric or resolved). */
 int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive);
