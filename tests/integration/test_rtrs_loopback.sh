@@ -105,6 +105,17 @@ if [ "$ONLY" != hostile ]; then
 	done
 fi
 
+# hb_check NAME FILE: prints the heartbeat counters of the client's paths; fewer than a quarter
+# may be missed (a loaded machine may miss one; a sleeper that answers none misses them all)
+hb_check() {
+	local sent missed
+	sent=$(awk '/^path / { for (i = 1; i <= NF; i++) if ($i ~ /^hb_sent=/) { sub(/.*=/, "", $i); s += $i } } END { print s + 0 }' "$2")
+	missed=$(awk '/^path / { for (i = 1; i <= NF; i++) if ($i ~ /^hb_missed_total=/) { sub(/.*=/, "", $i); s += $i } } END { print s + 0 }' "$2")
+	echo "$1: heartbeats sent $sent, missed $missed"
+	sr_expect_ge "$1: heartbeats sent" 1 "$sent"
+	sr_expect_ge "$1: fewer than a quarter of the heartbeats missed" $((missed * 4 + 1)) "$sent"
+}
+
 # --- asleep (docs/rtrs.md, "Sleeping in ibv_get_cq_event"): a session idle for 1.5 s with
 # heartbeats every 100 ms (3 missed fail a path) before its IO and again before its close,
 # with each way of sleeping (RTRS_EVENT_SLEEP; the server's is the default, cq): every thread
@@ -124,8 +135,74 @@ if [ "$ONLY" != hostile ]; then
 		sr_expect_grep "idle, $mode: 200 IOs, none failed, every byte right" \
 			"^ios=200 completed=200 failed=0 mismatches=0" "$out"
 		sr_expect_eq "idle, $mode: no path failed while asleep" 2 \
-			"$(grep -c '^path .*failovers=0 reconnects=0 ' "$out")"
+			"$(grep -c '^path .* state=1 .*failovers=0 reconnects=0 ' "$out")"
+		hb_check "idle, $mode" "$out"
 	done
+	# the same idle session against a server whose thread sleeps in poll()
+	P6=$(sr_free_port) P7=$(sr_free_port)
+	RTRS_EVENT_SLEEP=poll timeout 60 "$SR" run -- "$RT" server -l 127.0.0.1:$P6 \
+		-l 127.0.0.1:$P7 -t 40 >"$SR_TMP/srvp.out" 2>&1 &
+	SR_BG+=($!)
+	SRVP_PID=$!
+	if sr_wait_listen "$P7" "$SRVP_PID" "" 20; then
+		out=$SR_TMP/cli-idle-srvpoll.out
+		if timeout 60 "$SR" run -- "$RT" client -p 127.0.0.1:$P6 -p 127.0.0.1:$P7 -n 200 \
+			-D 4 -I 1500 -H 100 -M 3 -C "$CONNECT_MS" -s $RANDOM >"$out" 2>&1; then
+			sr_ok "idle, server poll: client exit 0"
+		else
+			sr_fail "idle, server poll: client exit $?"
+			sr_tail "$out"
+		fi
+		sr_expect_eq "idle, server poll: no path failed while asleep" 2 \
+			"$(grep -c '^path .* state=1 .*failovers=0 reconnects=0 ' "$out")"
+		hb_check "idle, server poll" "$out"
+	else
+		sr_tail "$SR_TMP/srvp.out"
+		sr_fail "server RTRS_EVENT_SLEEP=poll listens"
+	fi
+	kill "$SRVP_PID" 2>/dev/null
+
+	# A stalled completion thread (its callback blocks 1 s: the client's first one, -B) while
+	# the heartbeats' answers wait in its CQ: the heartbeat timer (the CM thread, with cq)
+	# takes them before it counts a miss, so no path fails (before, both did after 3 missed)
+	for mode in cq poll; do
+		out=$SR_TMP/cli-stall-$mode.out
+		if RTRS_EVENT_SLEEP=$mode timeout 60 "$SR" run -- "$RT" client -p 127.0.0.1:$P1 \
+			-p 127.0.0.1:$P2 -n 50 -D 1 -B 1000 -H 100 -M 3 -C "$CONNECT_MS" -s $RANDOM \
+			>"$out" 2>&1; then
+			sr_ok "stalled callback, $mode: client exit 0"
+		else
+			sr_fail "stalled callback, $mode: client exit $?"
+			sr_tail "$out"
+		fi
+		sr_expect_eq "stalled callback, $mode: no path failed" 2 \
+			"$(grep -c '^path .* state=1 .*failovers=0 reconnects=0 ' "$out")"
+		grep '^path ' "$out" | sed 's/^/stalled callback, '$mode': /'
+	done
+
+	# A server whose channel thread never sleeps (RTRS_EVENT_SLEEP=cq RTRS_POLL_US=-1) and
+	# answers from its callback (-z: no disk, READs come back unchecked): its CM thread, which
+	# met a callback, must still get the lock from the spinning thread (before, it starved
+	# there: the second client's connection was never accepted)
+	P8=$(sr_free_port)
+	RTRS_EVENT_SLEEP=cq RTRS_POLL_US=-1 timeout 60 "$SR" run -- "$RT" server -l 127.0.0.1:$P8 \
+		-z -d 16 -t 40 >"$SR_TMP/srvspin.out" 2>&1 &
+	SR_BG+=($!)
+	SPIN_PID=$!
+	if sr_wait_listen "$P8" "$SPIN_PID" "" 20; then
+		for k in a b; do
+			out=$SR_TMP/cli-spin-$k.out
+			[ $k = a ] && args="-n 100 -D 16 -T 3" || args="-n 10 -D 1"
+			timeout 90 "$SR" run -- "$RT" client -p 127.0.0.1:$P8 $args -d 16 \
+				-C "$CONNECT_MS" -s $RANDOM >"$out" 2>&1
+			sr_expect_grep "spinning server, client $k: connected, every request answered" \
+				"^ios=([0-9]*) completed=\\1 failed=0 " "$out"
+		done
+	else
+		sr_tail "$SR_TMP/srvspin.out"
+		sr_fail "server RTRS_POLL_US=-1 listens"
+	fi
+	kill "$SPIN_PID" 2>/dev/null
 fi
 
 # --- always_invalidate off: a second server, the same 10,000 IOs round-robin
@@ -205,7 +282,7 @@ for why in "chunk id >= queue depth" "offset outside the chunk" "user header len
 		"$SR_TMP/srvh.out"
 done
 # the servers stay alive through all of it (in the sanitizer build: no ASan/UBSan report)
-for f in srv srv0 srvh; do
+for f in srv srv0 srvh srvp srvspin; do
 	[ -f "$SR_TMP/$f.out" ] || continue
 	sr_expect_eq "server $f: no sanitizer report" "" \
 		"$(grep -m1 -E 'ERROR: AddressSanitizer|runtime error:' "$SR_TMP/$f.out")"

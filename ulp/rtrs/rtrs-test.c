@@ -15,6 +15,8 @@
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
  *                    [-T SECS] [-A SECS] [-C CONNECT_MS] [-Z]
  *                    [-I MS: idle this long before the IO and before the close]
+ *                    [-B MS: the first request's callback blocks this long (a stalled
+ *                    completion thread: the heartbeats' answers wait in its CQ)]
  *                    [-W US: requests with RTRS_REQ_POLL, waited for by rtrs_clt_poll for up
  *                    to US first; prints poll_calls= and polled= (the polls that saw it done)]
  * -Z: the client's buffers are registered with the session (rtrs_clt_reg_buf, zero copy);
@@ -223,9 +225,14 @@ static void wait_below(struct rtrs_clt *clt, int depth, unsigned int poll_us)
 		pthread_cond_wait(&ccv, &cmu);
 }
 
+static int block_ms;	/* client -B */
+
 static void conf(void *priv, int err)
 {
 	struct cio *io = priv;
+	int ms = __atomic_exchange_n(&block_ms, 0, __ATOMIC_ACQ_REL);
+	if (ms > 0)
+		poll(NULL, 0, ms);	/* the first callback only */
 	pthread_mutex_lock(&cmu);
 	if (err) {
 		fails++;
@@ -296,7 +303,7 @@ static int client(int argc, char **argv)
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZA:C:I:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZA:C:I:B:")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -318,6 +325,7 @@ static int client(int argc, char **argv)
 		case 'C': o.connect_timeout_ms = (unsigned int)atoi(optarg); break;
 		case 'Z': zc = 1; break;
 		case 'I': idle_ms = atoi(optarg); break;
+		case 'B': block_ms = atoi(optarg); break;
 		default: return 2;
 		}
 	}
@@ -402,10 +410,12 @@ static int client(int argc, char **argv)
 	int npaths = rtrs_clt_path_stats(clt, st, 16);
 	for (int i = 0; i < npaths && i < 16; i++)
 		printf("path %s state=%d reqs=%llu failovers=%llu reconnects=%llu hb_rtt_us=%u "
-		       "errors=%llu rkey_renewals=%llu\n", st[i].dst, st[i].state,
+		       "hb_sent=%llu hb_missed_total=%llu errors=%llu rkey_renewals=%llu\n",
+		       st[i].dst, st[i].state,
 		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
 		       (unsigned long long)st[i].failovers, (unsigned long long)st[i].reconnects,
-		       st[i].hb_rtt_us, (unsigned long long)st[i].errors,
+		       st[i].hb_rtt_us, (unsigned long long)st[i].hb_sent,
+		       (unsigned long long)st[i].hb_missed_total, (unsigned long long)st[i].errors,
 		       (unsigned long long)st[i].rkey_renewals);
 	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld ok_after_fail=%ld "
 	       "unchecked=%ld poll_calls=%ld polled=%ld\n", k, completed, fails, mismatches,
