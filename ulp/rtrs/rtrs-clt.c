@@ -136,6 +136,11 @@ struct rtrs_clt {
 	uint32_t nfree;
 	unsigned int rr;
 	int any_connected_before, all_down_notified;
+	/* link_ev tickets (clt_link_ev): taken where the state changes, called in their order;
+	 * lev_thr is inside link_ev while lev_in */
+	uint64_t lev_next, lev_turn;
+	int lev_in;
+	pthread_t lev_thr;
 	int last_err;
 	volatile int stop;
 	int closing;
@@ -168,6 +173,38 @@ static void clt_lock(struct rtrs_clt *c)
 	__atomic_add_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_lock(&c->mu);
 	__atomic_sub_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Under c->mu, right where the session's state changed: calls link_ev(ev) with mu dropped once
+ * every event taken before it has been delivered. Paths fail and come back on different
+ * threads (a channel's, the CM thread's), so without the ticket a RECONNECTED could overtake
+ * the DISCONNECTED before it, or run beside it. The wait is counted in lock_waiters (as
+ * clt_lock), so that a channel's thread polling with mu held lets the waiter in. */
+static void clt_link_ev(struct rtrs_clt *c, enum rtrs_clt_link_ev ev)
+{
+	if (c->lev_in && pthread_equal(c->lev_thr, pthread_self())) {
+		/* an event that link_ev itself caused (rtrs_clt_remove_path in it): at once,
+		 * nested, as its turn would never come */
+		pthread_mutex_unlock(&c->mu);
+		c->o.link_ev(c->o.priv, ev);
+		pthread_mutex_lock(&c->mu);
+		return;
+	}
+	uint64_t t = c->lev_next++;
+	if (c->lev_turn != t) {
+		__atomic_add_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+		while (c->lev_turn != t)
+			pthread_cond_wait(&c->cv, &c->mu);
+		__atomic_sub_fetch(&c->lock_waiters, 1, __ATOMIC_ACQ_REL);
+	}
+	c->lev_in = 1;
+	c->lev_thr = pthread_self();
+	pthread_mutex_unlock(&c->mu);
+	c->o.link_ev(c->o.priv, ev);
+	pthread_mutex_lock(&c->mu);
+	c->lev_in = 0;
+	c->lev_turn++;
+	pthread_cond_broadcast(&c->cv);
 }
 
 void rtrs_clt_opts_init(struct rtrs_clt_opts *o)
@@ -587,11 +624,8 @@ static void path_fail(struct rtrs_clt *c, struct clt_path *p, int err)
 		any |= path_usable(&c->paths[i]);
 	if (!any && c->any_connected_before && !c->all_down_notified) {
 		c->all_down_notified = 1;
-		if (c->o.link_ev) {
-			pthread_mutex_unlock(&c->mu);
-			c->o.link_ev(c->o.priv, RTRS_CLT_LINK_EV_DISCONNECTED);
-			pthread_mutex_lock(&c->mu);
-		}
+		if (c->o.link_ev)
+			clt_link_ev(c, RTRS_CLT_LINK_EV_DISCONNECTED);
 	}
 }
 
@@ -762,11 +796,8 @@ static void on_info_rsp(struct rtrs_clt *c, struct clt_path *p, const char *b, s
 	rtrs_addr_str(rdma_get_peer_addr(p->cons[0].id), p->st.dst, sizeof(p->st.dst));
 	if (c->all_down_notified) {
 		c->all_down_notified = 0;
-		if (c->o.link_ev) {
-			pthread_mutex_unlock(&c->mu);
-			c->o.link_ev(c->o.priv, RTRS_CLT_LINK_EV_RECONNECTED);
-			pthread_mutex_lock(&c->mu);
-		}
+		if (c->o.link_ev)
+			clt_link_ev(c, RTRS_CLT_LINK_EV_RECONNECTED);
 	}
 	c->any_connected_before = 1;
 	pthread_cond_broadcast(&c->cv);

@@ -10,8 +10,15 @@
  * completion channel (one per device its paths use), which polls the CQs and sleeps in
  * ibv_get_cq_event, and one for the CM events and timers; with $RTRS_EVENT_SLEEP=poll a single
  * event thread does both (docs/rtrs.md, "Sleeping in ibv_get_cq_event"). Callbacks run on these
- * threads (a client's conf also in rtrs_clt_poll's caller), a server's never two at once;
- * callbacks must not block for long. They may call any function of this
+ * threads (a client's conf also in rtrs_clt_poll's caller), a server's never two at once.
+ * A client's may run at the same time on different threads: conf callbacks of requests
+ * completed or failed over by the CM thread (a path going down, its heartbeats' timer, a
+ * request that found no path) beside those of the channel's thread or of rtrs_clt_poll's
+ * caller, and link_ev beside a conf. link_ev calls themselves never overlap and come in the
+ * order of the events (DISCONNECTED, then RECONNECTED), except that an event a link_ev causes
+ * itself (rtrs_clt_remove_path in it) is given inside that call. Callbacks must not block for
+ * long (a link_ev must not wait for a request's conf: the next link_ev, and the thread taking
+ * it, wait for it to return). They may call any function of this
  * header except rtrs_clt_close() / rtrs_srv_close() on their own object.
  * rtrs_clt_request(), rtrs_srv_resp_rdma() and the stats functions may be called from any thread.
  *
