@@ -1146,6 +1146,14 @@ static void ev_kick(struct rtrs_clt *c)
 	}
 }
 
+/* A polling thread steps aside for a thread that waits for the lock, or for a permit that is
+ * free (the submitter needs the lock to take it). */
+static void clt_step_aside(struct rtrs_clt *c)
+{
+	if (c->lock_waiters || (c->permit_waiters && c->nfree))
+		rtrs_step_aside(&c->mu, c->lock_waiters ? &c->lock_waiters : &c->permit_waiters);
+}
+
 /*
  * The session's thread. It polls its CQs while completions come (for o.poll_us after the last
  * one: an answer at queue depth 1 is then taken by the poll that waits for it, no thread is
@@ -1194,11 +1202,8 @@ static void *clt_thread(void *arg)
 		/* every CQ: notifications are per CQ and may be coalesced */
 		rtrs_loop_busy(&lp, poll_all(c));
 		run_done(c);
-		if (spin && (c->lock_waiters || (c->permit_waiters && c->nfree))) {
-			pthread_mutex_unlock(&c->mu);
-			rtrs_yield_while(c->lock_waiters ? &c->lock_waiters : &c->permit_waiters, 100000);
-			pthread_mutex_lock(&c->mu);
-		}
+		if (spin)
+			clt_step_aside(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -1272,11 +1277,8 @@ static void *clt_cq_thread(void *arg)
 		woke = 0;
 		rtrs_loop_busy(&lp, poll_all(c));
 		run_done(c);
-		if (spin && (c->lock_waiters || (c->permit_waiters && c->nfree))) {
-			pthread_mutex_unlock(&c->mu);
-			rtrs_yield_while(c->lock_waiters ? &c->lock_waiters : &c->permit_waiters, 100000);
-			pthread_mutex_lock(&c->mu);
-		}
+		if (spin)
+			clt_step_aside(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -1644,11 +1646,8 @@ int rtrs_clt_poll(struct rtrs_clt *c, int (*done)(void *arg), void *arg, unsigne
 		}
 		if (c->stop || c->closing || rtrs_now_ns() >= end)
 			break;
-		if (c->lock_waiters) {	/* a submitter, or the event thread's API neighbours */
-			pthread_mutex_unlock(&c->mu);
-			rtrs_yield_while(&c->lock_waiters, 100000);
-			pthread_mutex_lock(&c->mu);
-		}
+		/* a submitter, or the event thread's API neighbours */
+		rtrs_step_aside(&c->mu, &c->lock_waiters);
 	}
 	c->app_pollers--;
 	if (!rc)

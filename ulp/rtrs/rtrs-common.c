@@ -139,6 +139,15 @@ void rtrs_yield_while(volatile int *waiters, uint64_t ns)
 		sched_yield();
 }
 
+void rtrs_step_aside(pthread_mutex_t *mu, volatile int *waiters)
+{
+	if (__atomic_load_n(waiters, __ATOMIC_ACQUIRE) <= 0)
+		return;
+	pthread_mutex_unlock(mu);
+	rtrs_yield_while(waiters, 100000);
+	pthread_mutex_lock(mu);
+}
+
 void rtrs_loop_init(struct rtrs_loop *l, int poll_us)
 {
 	memset(l, 0, sizeof(*l));

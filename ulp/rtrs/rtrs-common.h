@@ -52,6 +52,9 @@ int rtrs_poll_us_default(void);
  * keeps its lock while it polls: it steps aside for a moment while another thread waits for the
  * lock (cond), so a busy session does not starve its submitters. */
 void rtrs_yield_while(volatile int *waiters, uint64_t ns);
+/* A polling thread that holds mu steps aside while *waiters > 0: it drops mu and yields until
+ * they are served or 100 us have passed, then takes mu again. */
+void rtrs_step_aside(pthread_mutex_t *mu, volatile int *waiters);
 
 /* Polling on a shared CPU: a thread that spins while the CPU is contended is preempted
  * mid-spin and the packets it would have taken wait for it (softrdma's progress thread leaves

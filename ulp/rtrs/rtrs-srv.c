@@ -1216,11 +1216,8 @@ static void *srv_cq_thread(void *arg)
 		int got = srv_answers(c);
 		got += srv_pass(c, 1);
 		rtrs_loop_busy(&lp, got);
-		if (spin && c->lock_waiters) {
-			pthread_mutex_unlock(&c->mu);
-			rtrs_yield_while(&c->lock_waiters, 100000);
-			pthread_mutex_lock(&c->mu);
-		}
+		if (spin)
+			rtrs_step_aside(&c->mu, &c->lock_waiters);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -1300,11 +1297,8 @@ static void *srv_thread(void *arg)
 		got += srv_pass(c, 1);
 		rtrs_loop_busy(&lp, got);
 		srv_stats(c, &last_stats);
-		if (spin && c->lock_waiters) {
-			pthread_mutex_unlock(&c->mu);
-			rtrs_yield_while(&c->lock_waiters, 100000);
-			pthread_mutex_lock(&c->mu);
-		}
+		if (spin)
+			rtrs_step_aside(&c->mu, &c->lock_waiters);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
