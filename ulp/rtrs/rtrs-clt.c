@@ -113,7 +113,7 @@ struct rtrs_clt {
 	/* RTRS_EVENT_SLEEP=cq (rtrs_event_sleep_cq): a thread per channel (cch_thr) polls and
 	 * sleeps in ibv_get_cq_event; thr takes the CM events and the timers */
 	int cq_sleep;
-	struct clt_chan_thr *cch_thr[CLT_MAX_PATHS];
+	struct rtrs_chan_thr *cch_thr[CLT_MAX_PATHS];
 	int efd;
 	pthread_t thr;
 	pthread_mutex_t mu;
@@ -158,12 +158,6 @@ struct rtrs_clt {
 };
 
 /* A channel's thread (RTRS_EVENT_SLEEP=cq). */
-struct clt_chan_thr {
-	struct rtrs_clt *c;
-	struct ibv_comp_channel *ch;
-	pthread_t thr;
-};
-
 static void *clt_cq_thread(void *arg);
 
 /* The lock, from the API (not the event thread): counted, so that the event thread, which
@@ -241,25 +235,10 @@ static struct ibv_comp_channel *clt_cch(struct rtrs_clt *c, struct ibv_context *
 			return c->cch[i];
 	if (c->ncch == CLT_MAX_PATHS)
 		return NULL;
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
+	struct ibv_comp_channel *ch = rtrs_chan_open(dev, c->cq_sleep, clt_cq_thread, c,
+						     &c->cch_thr[c->ncch]);
 	if (!ch)
 		return NULL;
-	if (c->cq_sleep) {
-		/* its own thread sleeps in it (a blocking channel) */
-		struct clt_chan_thr *t = calloc(1, sizeof(*t));
-		if (t) {
-			t->c = c;
-			t->ch = ch;
-		}
-		if (!t || pthread_create(&t->thr, NULL, clt_cq_thread, t)) {
-			free(t);
-			ibv_destroy_comp_channel(ch);
-			return NULL;
-		}
-		c->cch_thr[c->ncch] = t;
-	} else {
-		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
-	}
 	c->cch[c->ncch] = ch;
 	c->cch_dev[c->ncch++] = dev;
 	return ch;
@@ -1223,8 +1202,8 @@ static void *clt_thread(void *arg)
  */
 static void *clt_cq_thread(void *arg)
 {
-	struct clt_chan_thr *t = arg;
-	struct rtrs_clt *c = t->c;
+	struct rtrs_chan_thr *t = arg;
+	struct rtrs_clt *c = t->owner;
 	struct rtrs_loop lp;
 	int woke = 0;
 
@@ -1447,15 +1426,8 @@ void rtrs_clt_close(struct rtrs_clt *c)
 	pthread_join(c->thr, NULL);
 	/* Channels' threads (made by the CM thread, now joined): one asleep is cancelled in its
 	 * sleep (the only place where it may be); one that is running sees stop at its next pass. */
-	for (int i = 0; i < c->ncch; i++) {
-		struct clt_chan_thr *t = c->cch_thr[i];
-		if (!t)
-			continue;
-		pthread_cancel(t->thr);
-		pthread_join(t->thr, NULL);
-		free(t);
-		c->cch_thr[i] = NULL;
-	}
+	for (int i = 0; i < c->ncch; i++)
+		rtrs_chan_thr_stop(&c->cch_thr[i]);
 	clt_lock(c);
 	c->closing = 1;
 	if (getenv("RTRS_DEBUG"))

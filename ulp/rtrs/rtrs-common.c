@@ -250,3 +250,41 @@ int rtrs_cq_take(struct ibv_comp_channel *ch)
 	fcntl(ch->fd, F_SETFL, fl);
 	return err;
 }
+
+struct ibv_comp_channel *rtrs_chan_open(struct ibv_context *dev, int sleep,
+					void *(*start)(void *), void *owner,
+					struct rtrs_chan_thr **thr)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
+	struct rtrs_chan_thr *t;
+
+	*thr = NULL;
+	if (!ch)
+		return NULL;
+	if (!sleep) {
+		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+		return ch;
+	}
+	t = calloc(1, sizeof(*t));
+	if (t) {
+		t->owner = owner;
+		t->ch = ch;
+	}
+	if (!t || pthread_create(&t->thr, NULL, start, t)) {
+		free(t);
+		ibv_destroy_comp_channel(ch);
+		return NULL;
+	}
+	*thr = t;
+	return ch;
+}
+
+void rtrs_chan_thr_stop(struct rtrs_chan_thr **t)
+{
+	if (!*t)
+		return;
+	pthread_cancel((*t)->thr);
+	pthread_join((*t)->thr, NULL);
+	free(*t);
+	*t = NULL;
+}

@@ -140,6 +140,24 @@ int rtrs_cq_wait(struct ibv_comp_channel *ch);
  * gone since (its CQ destroyed by another thread). 0 (none is fine) or an errno. */
 int rtrs_cq_take(struct ibv_comp_channel *ch);
 
+/* A completion channel's own thread (RTRS_EVENT_SLEEP=cq): owner is the client's session or
+ * the server's context. */
+struct rtrs_chan_thr {
+	void *owner;
+	struct ibv_comp_channel *ch;
+	pthread_t thr;
+};
+/* A new completion channel of dev. With sleep, a thread start(t) of its own, t its
+ * rtrs_chan_thr (*thr), sleeps in it (a blocking channel); without, it is made non-blocking
+ * for a poll()ing loop and *thr is NULL. NULL when the channel or the thread cannot be made
+ * (nothing is left then). */
+struct ibv_comp_channel *rtrs_chan_open(struct ibv_context *dev, int sleep,
+					void *(*start)(void *), void *owner,
+					struct rtrs_chan_thr **thr);
+/* Ends a channel's thread, if *t: cancelled in its sleep (the only place where it may be; one
+ * that is running sees its owner's stop at its next pass), joined and freed; *t = NULL. */
+void rtrs_chan_thr_stop(struct rtrs_chan_thr **t);
+
 /* "HOST:PORT", "[V6]:PORT", ":PORT", "HOST" -> sockaddr (numeric or resolved). */
 int rtrs_parse_addr(const char *s, struct sockaddr_storage *ss, int passive);
 void rtrs_addr_str(const struct sockaddr *sa, char *buf, size_t len);

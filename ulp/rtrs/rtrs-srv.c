@@ -121,7 +121,7 @@ struct rtrs_srv_ctx {
 	/* RTRS_EVENT_SLEEP=cq (rtrs_event_sleep_cq): a thread per channel (cch_thr) polls and
 	 * sleeps in ibv_get_cq_event; thr takes the CM events, the timers and the stats */
 	int cq_sleep;
-	struct srv_chan_thr *cch_thr[8];
+	struct rtrs_chan_thr *cch_thr[8];
 	struct rdma_cm_id *listen[16];
 	size_t nlisten;
 	int efd;
@@ -143,12 +143,6 @@ struct rtrs_srv_ctx {
 };
 
 /* A channel's thread (RTRS_EVENT_SLEEP=cq). */
-struct srv_chan_thr {
-	struct rtrs_srv_ctx *c;
-	struct ibv_comp_channel *ch;
-	pthread_t thr;
-};
-
 static void *srv_cq_thread(void *arg);
 
 /* Under c->mu: drops it for a callback (srv_cb_relock takes it back). */
@@ -208,25 +202,10 @@ static struct ibv_comp_channel *ctx_cch(struct rtrs_srv_ctx *c, struct ibv_conte
 			return c->cch[i];
 	if (c->ncch == 8)
 		return NULL;
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(dev);
+	struct ibv_comp_channel *ch = rtrs_chan_open(dev, c->cq_sleep, srv_cq_thread, c,
+						     &c->cch_thr[c->ncch]);
 	if (!ch)
 		return NULL;
-	if (c->cq_sleep) {
-		/* its own thread sleeps in it (a blocking channel) */
-		struct srv_chan_thr *t = calloc(1, sizeof(*t));
-		if (t) {
-			t->c = c;
-			t->ch = ch;
-		}
-		if (!t || pthread_create(&t->thr, NULL, srv_cq_thread, t)) {
-			free(t);
-			ibv_destroy_comp_channel(ch);
-			return NULL;
-		}
-		c->cch_thr[c->ncch] = t;
-	} else {
-		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
-	}
 	c->cch[c->ncch] = ch;
 	c->cch_dev[c->ncch++] = dev;
 	return ch;
@@ -1183,8 +1162,8 @@ static void srv_stats(struct rtrs_srv_ctx *c, uint64_t *last)
  */
 static void *srv_cq_thread(void *arg)
 {
-	struct srv_chan_thr *t = arg;
-	struct rtrs_srv_ctx *c = t->c;
+	struct rtrs_chan_thr *t = arg;
+	struct rtrs_srv_ctx *c = t->owner;
 	struct rtrs_loop lp;
 	int woke = 0;
 
@@ -1392,15 +1371,8 @@ void rtrs_srv_close(struct rtrs_srv_ctx *c)
 	pthread_join(c->thr, NULL);
 	/* Channels' threads: one asleep in ibv_get_cq_event is cancelled there (the only place
 	 * where it may be); one that is running sees stop at its next pass. */
-	for (int i = 0; i < c->ncch; i++) {
-		struct srv_chan_thr *t = c->cch_thr[i];
-		if (!t)
-			continue;
-		pthread_cancel(t->thr);
-		pthread_join(t->thr, NULL);
-		free(t);
-		c->cch_thr[i] = NULL;
-	}
+	for (int i = 0; i < c->ncch; i++)
+		rtrs_chan_thr_stop(&c->cch_thr[i]);
 	pthread_mutex_lock(&c->mu);
 	while (c->sessions) {
 		struct srv_sess *s = c->sessions;
