@@ -38,7 +38,8 @@ static const char *device;
 static const char *local_dir;
 static unsigned access_mode = RNBD_ACCESS_RW;
 static const char *stats_file;
-static struct rnbd_rtrs_opts rtrs_opts = { .wait_poll_us = -1 };	/* stats_dir, heartbeats, ... */
+/* stats_dir, heartbeats, ... */
+static struct rnbd_rtrs_opts rtrs_opts = { .wait_poll_us = -1, .poll_inflight_max = -1 };
 static pthread_t stats_thread;
 static bool stats_running;
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -72,6 +73,12 @@ static int rnbd_config(const char *key, const char *value)
 		rtrs_opts.wait_poll_us = atoi(value);
 		if (rtrs_opts.wait_poll_us < 0 || rtrs_opts.wait_poll_us > 1000000) {
 			nbdkit_error("wait_poll_us=%s: 0..1000000", value);
+			return -1;
+		}
+	} else if (!strcmp(key, "poll_inflight_max")) {
+		rtrs_opts.poll_inflight_max = atoi(value);
+		if (rtrs_opts.poll_inflight_max < 0 || rtrs_opts.poll_inflight_max > 65535) {
+			nbdkit_error("poll_inflight_max=%s: 0..65535", value);
 			return -1;
 		}
 	} else if (!strcmp(key, "stats")) {
@@ -131,7 +138,9 @@ static int rnbd_config_complete(void)
 	"hb_interval_ms=N hb_missed=N reconnect_delay_ms=N   RTRS heartbeats and reconnects\n" \
 	"fail_timeout_ms=N        a request no path takes fails after N ms (RTRS: 30000)\n" \
 	"wait_poll_us=N           a request alone in flight: its thread polls for the answer\n" \
-	"                         up to N us before it sleeps (default 1000; 0: never)"
+	"                         up to N us before it sleeps (default 1000; 0: never)\n" \
+	"poll_inflight_max=N      RTRS's thread polls on after an answer only while at most\n" \
+	"                         N requests are in flight (default 1; 0: no limit)"
 
 /* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
 static void stats_write(void)

@@ -133,8 +133,12 @@ struct rnbd_rtrs_opts {
 	unsigned fail_timeout_ms;	/* 0: RTRS's default */
 	int wait_poll_us;		/* a waiting thread polls for its answer this long
 					 * (rtrs_clt_poll): -1 default, 0 never */
+	int poll_inflight_max;		/* RTRS's thread polls on after an answer only while
+					 * at most this many requests are in flight (its
+					 * poll_inflight_max): -1 default, 0 no limit */
 };
 #define RNBD_WAIT_POLL_US_DEFAULT 1000
+#define RNBD_POLL_INFLIGHT_MAX_DEFAULT 1
 int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		  const struct rnbd_rtrs_opts *ro, const struct rnbd_xport_ops **ops, void **ctx);
 

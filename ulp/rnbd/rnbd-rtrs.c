@@ -156,6 +156,10 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		o.hb_missed_max = ro->hb_missed_max;
 	if (ro->reconnect_delay_ms)
 		o.reconnect_delay_ms = ro->reconnect_delay_ms;
+	/* nbdkit's workers submit one request each and need the CPUs that a polling RTRS
+	 * thread would take (docs/rnbd.md, "Sixth pass") */
+	o.poll_inflight_max = ro->poll_inflight_max < 0 ? RNBD_POLL_INFLIGHT_MAX_DEFAULT :
+			      (unsigned)ro->poll_inflight_max;
 	x->clt = rtrs_clt_open(sessname, pa, n, &o);
 	if (!x->clt) {
 		rc = -errno;

@@ -1151,6 +1151,8 @@ static void *clt_thread(void *arg)
 	rtrs_loop_init(&lp, c->o.poll_us);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
+		if (c->o.poll_inflight_max && c->reqs && c->qd - c->nfree > c->o.poll_inflight_max)
+			lp.busy_until = 0;	/* many in flight: sleep, the next answer wakes it */
 		int look, spin = rtrs_loop_begin(&lp, rtrs_now_ns(), &look);
 		if (look) {
 			int timeout = 0;
@@ -1213,6 +1215,8 @@ static void *clt_cq_thread(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		uint64_t now = rtrs_now_ns();
+		if (c->o.poll_inflight_max && c->reqs && c->qd - c->nfree > c->o.poll_inflight_max)
+			lp.busy_until = 0;	/* many in flight: sleep, the next answer wakes it */
 		int look, spin = rtrs_loop_begin(&lp, now, &look);
 		if (look)
 			lp.last_fds = now;	/* the CM channel is clt_cm_thread's */

@@ -125,6 +125,12 @@ struct rtrs_clt_opts {
 					 * last completion before it sleeps on the completion
 					 * channel: RTRS_POLL_US_DEFAULT (or $RTRS_POLL_US);
 					 * 0 = sleep at once, -1 = busy-poll, never sleep */
+	unsigned int poll_inflight_max;	/* with poll_us > 0: it polls on after a completion
+					 * only while at most this many requests are in flight,
+					 * and with more sleeps after each pass (the next answer
+					 * wakes it): for callers whose submitting threads need
+					 * the CPUs (nbdkit's workers on 2 cores); 0 = no limit
+					 * (default) */
 };
 
 #define RTRS_POLL_US_DEFAULT 50
