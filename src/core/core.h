@@ -75,6 +75,7 @@ static inline uint64_t sr_drain_now_ns(void)
 struct sr_table {
 	pthread_mutex_t lock;
 	void **slot;
+	_Atomic uint32_t *busy;	/* per index: lock-free readers in progress (sr_table_enter) */
 	uint32_t size;		/* power of two */
 	uint32_t next_free_hint;
 	uint32_t count;
@@ -86,6 +87,25 @@ int sr_table_add(struct sr_table *t, void *obj);
 /* The same with t->lock held (the caller publishes more state under the same lock). */
 int sr_table_add_locked(struct sr_table *t, void *obj);
 void sr_table_del(struct sr_table *t, uint32_t index);
+/*
+ * Lock-free lookups (the receive path's QPN and the access check's key): a reader raises
+ * busy[index], then reads the slot, and holds busy[index] instead of a reference for as long
+ * as it uses the object; whoever empties a slot waits with sr_table_drain, after emptying it,
+ * until busy[index] is 0 before the object may go. Dekker: each side writes its own word, then
+ * reads the other's, both sequentially consistent, so a reader either sees the slot emptied
+ * or is waited for. Slots are written with atomic stores (release, seq_cst when emptied).
+ */
+static inline void *sr_table_enter(struct sr_table *t, uint32_t index)
+{
+	atomic_fetch_add(&t->busy[index], 1);
+	return __atomic_load_n(&t->slot[index], __ATOMIC_SEQ_CST);
+}
+static inline void sr_table_leave(struct sr_table *t, uint32_t index)
+{
+	atomic_fetch_sub_explicit(&t->busy[index], 1, memory_order_release);
+}
+/* Slot index emptied (or made a tombstone) by this caller: waits until no reader holds it. */
+void sr_table_drain(struct sr_table *t, uint32_t index);
 
 /* ---- device and soft NIC ------------------------------------------------------------------ */
 struct sr_device {
@@ -223,6 +243,9 @@ struct sr_kobj {
 	uint64_t serial;		/* unique in the process, never reused */
 };
 uint64_t sr_kobj_serial(void);
+/* What a key slot holds while its object is being deregistered or changed (rereg): neither an
+ * MR nor an MW to a lookup, and the index is not handed out again meanwhile. */
+extern struct sr_kobj sr_kobj_dying;
 
 /*
  * Fast registration (softrdma_alloc_mr, include/softrdma/softrdma.h), after the multi-map
@@ -264,8 +287,7 @@ struct sr_mr {
 	struct sr_kobj k;
 	struct sr_pd *pd;
 	struct sr_nic *nic;
-	_Atomic int refs;		/* 1 from the table; +1 per access in progress */
-	uint32_t index;
+	uint32_t index;			/* accesses in progress: nic->keys.busy[index] */
 	uint64_t iova;			/* address peers and SGEs use for byte 0 */
 	uint8_t *base;			/* where byte 0 is in this process */
 	uint64_t length;
@@ -760,6 +782,10 @@ static inline void sr_qp_ref(struct sr_qp *qp) { atomic_fetch_add(&qp->refs, 1);
 void sr_qp_put(struct sr_qp *qp);
 /* Referenced QP by number, or NULL. */
 struct sr_qp *sr_qp_lookup(struct sr_nic *nic, uint32_t qpn);
+/* The same without the table lock or a reference, for the receive path: the QP stays until
+ * sr_qp_leave (sr_table_enter; ibv_destroy_qp drains). NULL for QPN 1 too: look that up. */
+struct sr_qp *sr_qp_enter(struct sr_nic *nic, uint32_t qpn);
+void sr_qp_leave(struct sr_qp *qp);
 
 /* State changes the engine makes on its own (errors); qp lock held. */
 void sr_qp_to_error(struct sr_qp *qp);

@@ -78,6 +78,8 @@ uint8_t sr_random8(void)
 	return v;
 }
 
+struct sr_kobj sr_kobj_dying;	/* type 0 */
+
 uint64_t sr_kobj_serial(void)
 {
 	static _Atomic uint64_t next = 1;
@@ -226,6 +228,8 @@ static enum sr_access_err check_key(struct sr_nic *nic, const struct sr_acc *a, 
 	if (o->type == SR_KOBJ_MW)
 		return check_mw(nic, sr_kobj_mw(o), a, key, access, v);
 	mr = kobj_mr(o);
+	if (!mr)
+		return SR_ACC_BAD_KEY;	/* sr_kobj_dying */
 	if (mr->fr)
 		return check_frmr(nic, mr, a, key, access, v);
 	return check_mr(mr, a, key, access, v);
@@ -270,6 +274,35 @@ static int view_iov(const struct view *v, uint64_t va, uint64_t len, struct iove
 	return n;
 }
 
+/* An access to mr in progress (keys lock held, or the slot read under sr_table_enter). */
+static void mr_hold(struct sr_mr *mr)
+{
+	atomic_fetch_add(&mr->nic->keys.busy[mr->index], 1);
+}
+
+/*
+ * The common case without the keys lock: a plain MR (no fast-registration maps, not a
+ * window) whose key, PD and rights match. Reads the slot under sr_table_enter, which then is
+ * the access's hold (sr_mr_put); every other case, and every refusal, is left to the locked
+ * check, which counts and judges it as before. Fields read here change only while the slot
+ * holds sr_kobj_dying (dereg, rereg) or before the slot is published (mr_create).
+ */
+static bool mem_get_fast(struct sr_nic *nic, const struct sr_acc *a, uint32_t key,
+			 unsigned access, struct view *v)
+{
+	struct sr_table *t = &nic->keys;
+	uint32_t i = SR_KEY_INDEX(key);
+	struct sr_mr *mr;
+
+	if (!key || i >= t->size)
+		return false;
+	mr = kobj_mr(sr_table_enter(t, i));
+	if (mr && !mr->fr && check_mr(mr, a, key, access, v) == SR_ACC_OK)
+		return true;
+	sr_table_leave(t, i);
+	return false;
+}
+
 struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint64_t va,
 			 uint64_t len, unsigned access, struct iovec *iov, int max_iov, int *niov,
 			 enum sr_access_err *err)
@@ -278,6 +311,14 @@ struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t ke
 	enum sr_access_err e;
 	int n = 0;
 
+	if (mem_get_fast(nic, a, key, access, &v)) {
+		if (in_range(va, len, v.lo, v.len) &&
+		    (!iov || (n = view_iov(&v, va, len, iov, max_iov)) >= 0)) {
+			e = SR_ACC_OK;
+			goto held;
+		}
+		sr_mr_put(v.mr);	/* the locked check below refuses it */
+	}
 	pthread_mutex_lock(&nic->keys.lock);
 	e = check_key(nic, a, key, access, &v);
 	if (!e && !in_range(va, len, v.lo, v.len))
@@ -285,8 +326,9 @@ struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t ke
 	if (!e && iov && (n = view_iov(&v, va, len, iov, max_iov)) < 0)
 		e = SR_ACC_BOUNDS;	/* more pieces than the caller can take */
 	if (!e)
-		atomic_fetch_add(&v.mr->refs, 1);
+		mr_hold(v.mr);
 	pthread_mutex_unlock(&nic->keys.lock);
+held:
 	/* ODP: fault the range in first; a hole or a read-only mapping refuses the access. */
 	if (!e && v.mr->odp) {
 		sr_stat_inc(&nic->stats, SR_STAT_odp_accesses);
@@ -306,7 +348,7 @@ struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t ke
 
 void sr_mr_put(struct sr_mr *mr)
 {
-	atomic_fetch_sub(&mr->refs, 1);
+	sr_table_leave(&mr->nic->keys, mr->index);
 }
 
 int sr_mem_flush(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint64_t va,
@@ -328,7 +370,7 @@ int sr_mem_flush(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint6
 	if (!e && persist && v.map)
 		e = SR_ACC_RIGHTS;
 	if (!e)
-		atomic_fetch_add(&v.mr->refs, 1);
+		mr_hold(v.mr);
 	pthread_mutex_unlock(&nic->keys.lock);
 	*err = e;
 	if (e)
@@ -477,16 +519,15 @@ static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
 	mr->fr = fr;
 	mr->k.type = SR_KOBJ_MR;
 	mr->k.serial = sr_kobj_serial();
-	atomic_store(&mr->refs, 1);
 	mr->ibmr.context = pd->ibpd.context;
 	mr->ibmr.pd = &pd->ibpd;
 	mr->ibmr.addr = addr;
 	mr->ibmr.length = length;
 
-	/* The keys are set under the lock that publishes the slot: a lookup never sees one
-	 * without the other. */
+	/* The index is reserved first, the keys set, then the MR published: no lookup (the
+	 * lock-free one included) sees the slot without the keys. */
 	pthread_mutex_lock(&nic->keys.lock);
-	idx = sr_table_add_locked(&nic->keys, &mr->k);
+	idx = sr_table_add_locked(&nic->keys, &sr_kobj_dying);
 	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
 		nic->keys.slot[idx] = NULL;
 		nic->keys.count--;
@@ -495,6 +536,7 @@ static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
 	if (idx >= 0) {
 		mr->index = (uint32_t)idx;
 		mr_set_keys(mr);
+		__atomic_store_n(&nic->keys.slot[idx], &mr->k, __ATOMIC_RELEASE);
 		sr_direct_mr_publish(mr);
 	}
 	pthread_mutex_unlock(&nic->keys.lock);
@@ -515,11 +557,11 @@ int sr_mr_reg(struct sr_pd *pd, void *addr, size_t length, uint64_t iova, unsign
 	return mr_create(pd, addr, length, iova, access, NULL, out);
 }
 
-/* Waits until no access is in progress (a NIC finishes its DMA before dereg returns). */
+/* Waits until no access is in progress (a NIC finishes its DMA before dereg returns); the
+ * slot holds sr_kobj_dying. */
 static void mr_quiesce(struct sr_mr *mr)
 {
-	while (atomic_load(&mr->refs) > 1)
-		sched_yield();
+	sr_table_drain(&mr->nic->keys, mr->index);
 }
 
 static void frmr_free(struct sr_frmr *fr)
@@ -541,12 +583,15 @@ int sr_mr_dereg(struct sr_mr *mr)
 		pthread_mutex_unlock(&t->lock);
 		return -EBUSY;
 	}
-	t->slot[mr->index] = NULL;
-	t->count--;
+	__atomic_store_n(&t->slot[mr->index], &sr_kobj_dying, __ATOMIC_SEQ_CST);
 	sr_direct_mr_withdraw(mr);
 	pthread_mutex_unlock(&t->lock);
 	sr_direct_mr_wait(mr);
 	mr_quiesce(mr);
+	pthread_mutex_lock(&t->lock);
+	t->slot[mr->index] = NULL;
+	t->count--;
+	pthread_mutex_unlock(&t->lock);
 	if (mr->pinned)
 		munlock(mr->base, mr->length);
 	atomic_fetch_sub(&mr->pd->users, 1);
@@ -595,7 +640,7 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		pthread_mutex_unlock(&t->lock);
 		return -EBUSY;
 	}
-	t->slot[mr->index] = NULL;
+	__atomic_store_n(&t->slot[mr->index], &sr_kobj_dying, __ATOMIC_SEQ_CST);
 	sr_direct_mr_withdraw(mr);
 	pthread_mutex_unlock(&t->lock);
 	sr_direct_mr_wait(mr);
@@ -625,7 +670,7 @@ int sr_mr_rereg(struct sr_mr *mr, int flags, struct sr_pd *pd, void *addr, size_
 		 * may do follows the new rights). */
 		mr->access = access & SR_MR_ACCESS_OK;
 	}
-	t->slot[mr->index] = &mr->k;
+	__atomic_store_n(&t->slot[mr->index], &mr->k, __ATOMIC_RELEASE);
 	sr_direct_mr_publish(mr);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
@@ -659,7 +704,7 @@ int sr_mr_advise(struct sr_pd *pd, int advice, uint32_t flags, const struct ibv_
 		pthread_mutex_lock(&nic->keys.lock);
 		mr = sge[i].lkey ? kobj_mr(key_slot(nic, SR_KEY_INDEX(sge[i].lkey))) : NULL;
 		if (mr && mr->ibmr.lkey == sge[i].lkey)
-			atomic_fetch_add(&mr->refs, 1);
+			mr_hold(mr);
 		else
 			mr = NULL;
 		pthread_mutex_unlock(&nic->keys.lock);

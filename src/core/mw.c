@@ -46,7 +46,7 @@ int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out)
 	/* Keys set under the lock that publishes the slot: a lookup never sees one without the
 	 * other. */
 	pthread_mutex_lock(&t->lock);
-	idx = sr_table_add_locked(t, &mw->k);
+	idx = sr_table_add_locked(t, &sr_kobj_dying);
 	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
 		t->slot[idx] = NULL;
 		t->count--;
@@ -57,6 +57,7 @@ int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out)
 		mw->key = (mw->index << 8) | sr_random8();
 		mw->ibmw.rkey = mw->key;
 		mw->ibmw.handle = mw->index;
+		__atomic_store_n(&t->slot[idx], &mw->k, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (idx < 0) {
@@ -85,12 +86,17 @@ int sr_mw_dealloc(struct sr_mw *mw)
 	struct sr_table *t = &mw->nic->keys;
 
 	/* Accesses in flight through the window hold its MR, not the window: once it is out of
-	 * the table (under the lock every lookup takes) nothing can reach it. */
+	 * the table (and the lock-free lookups drained) nothing can reach it. */
 	pthread_mutex_lock(&t->lock);
 	uint32_t live = mw->bound ? mw->key : 0;
 
 	mw_unbind(mw);
 	sr_direct_mw_update(mw, live);	/* cleared, no peer's copy through it left */
+	__atomic_store_n(&t->slot[mw->index], &sr_kobj_dying, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&t->lock);
+	/* A lock-free lookup (mr.c) that read the slot before may still look at the window. */
+	sr_table_drain(t, mw->index);
+	pthread_mutex_lock(&t->lock);
 	t->slot[mw->index] = NULL;
 	t->count--;
 	pthread_mutex_unlock(&t->lock);

@@ -203,6 +203,26 @@ struct sr_qp *sr_qp_lookup(struct sr_nic *nic, uint32_t qpn)
 	return qp;
 }
 
+struct sr_qp *sr_qp_enter(struct sr_nic *nic, uint32_t qpn)
+{
+	struct sr_table *t = &nic->qps;
+	uint32_t i = qpn & (t->size - 1);
+	struct sr_qp *qp;
+
+	if (qpn == SR_GSI_QPN)
+		return NULL;
+	qp = sr_table_enter(t, i);
+	if (qp && __atomic_load_n(&qp->qpx.qp_base.qp_num, __ATOMIC_ACQUIRE) == qpn)
+		return qp;
+	sr_table_leave(t, i);
+	return NULL;
+}
+
+void sr_qp_leave(struct sr_qp *qp)
+{
+	sr_table_leave(&qp->nic->qps, qp->qpx.qp_base.handle);
+}
+
 static int sq_init(struct sr_sq *sq, const struct ibv_qp_cap *cap)
 {
 	uint32_t n = 2;
@@ -494,7 +514,8 @@ int sr_qp_destroy(struct sr_qp *qp)
 	pthread_mutex_unlock(&qp->lock);
 	timer_unlist(qp);
 	qp->nic->engine->qp_detach_mcast(qp);	/* as the kernel's uverbs does on destroy */
-	/* Wait for packets, timers and coalesced ACKs that still hold a reference. */
+	/* Wait for packets (sr_qp_enter), timers and coalesced ACKs that still hold it. */
+	sr_table_drain(&qp->nic->qps, b->handle);
 	while (atomic_load(&qp->refs) > 1)
 		sched_yield();
 	purge_cqes(qp);

@@ -4,6 +4,7 @@
  * stale or guessed key misses even when its index is reused (see mr.c and qp.c).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "core/core.h"
@@ -15,8 +16,14 @@ int sr_table_init(struct sr_table *t, uint32_t size)
 	while (n < size)
 		n <<= 1;
 	t->slot = calloc(n, sizeof(void *));
-	if (!t->slot)
+	t->busy = calloc(n, sizeof(*t->busy));
+	if (!t->slot || !t->busy) {
+		free(t->slot);
+		free((void *)t->busy);
+		t->slot = NULL;
+		t->busy = NULL;
 		return -ENOMEM;
+	}
 	t->size = n;
 	t->next_free_hint = 1;
 	t->count = 0;
@@ -27,7 +34,9 @@ int sr_table_init(struct sr_table *t, uint32_t size)
 void sr_table_destroy(struct sr_table *t)
 {
 	free(t->slot);
+	free((void *)t->busy);
 	t->slot = NULL;
+	t->busy = NULL;
 	pthread_mutex_destroy(&t->lock);
 }
 
@@ -39,7 +48,7 @@ int sr_table_add_locked(struct sr_table *t, void *obj)
 
 		if (i == 0 || t->slot[i])
 			continue;
-		t->slot[i] = obj;
+		__atomic_store_n(&t->slot[i], obj, __ATOMIC_RELEASE);	/* sr_table_enter */
 		t->count++;
 		/* Moving on instead of reusing at once keeps recently freed indexes cold. */
 		t->next_free_hint = i + 1;
@@ -62,8 +71,15 @@ void sr_table_del(struct sr_table *t, uint32_t index)
 {
 	pthread_mutex_lock(&t->lock);
 	if (index < t->size && t->slot[index]) {
-		t->slot[index] = NULL;
+		__atomic_store_n(&t->slot[index], NULL, __ATOMIC_SEQ_CST);
 		t->count--;
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+void sr_table_drain(struct sr_table *t, uint32_t index)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	while (atomic_load(&t->busy[index]))
+		sched_yield();
 }

@@ -63,6 +63,7 @@ static void drop(struct sr_nic *nic, struct sr_pkt *pkt, enum sr_stat why)
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 {
 	struct sr_qp *qp;
+	bool entered;
 
 	if (pkt->opcode == SR_OPCODE_CNP || !(pkt->mask & (SR_M_REQ | SR_M_RESP))) {
 		drop(nic, pkt, SR_STAT_drop_opcode);
@@ -72,7 +73,10 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		drop(nic, pkt, SR_STAT_drop_pkey);
 		return;
 	}
-	qp = sr_qp_lookup(nic, pkt->qpn);
+	qp = sr_qp_enter(nic, pkt->qpn);
+	entered = qp != NULL;
+	if (!qp)
+		qp = sr_qp_lookup(nic, pkt->qpn);	/* QP1, and what is not there */
 	if (!qp) {
 		/* QP1 when no CM opened the GSI QP, and multicast, land here. */
 		drop(nic, pkt, sr_qp_gone_recently(nic, pkt->qpn) ? SR_STAT_drop_qp_gone
@@ -103,5 +107,8 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 			sr_comp_rcv(qp, pkt);
 	}
 	pthread_mutex_unlock(&qp->lock);
-	sr_qp_put(qp);
+	if (entered)
+		sr_qp_leave(qp);
+	else
+		sr_qp_put(qp);
 }
