@@ -86,7 +86,6 @@ void sr_table_destroy(struct sr_table *t);
 int sr_table_add(struct sr_table *t, void *obj);
 /* The same with t->lock held (the caller publishes more state under the same lock). */
 int sr_table_add_locked(struct sr_table *t, void *obj);
-void sr_table_del(struct sr_table *t, uint32_t index);
 /*
  * Lock-free lookups (the receive path's QPN and the access check's key): a reader raises
  * busy[index], then reads the slot, and holds busy[index] instead of a reference for as long
@@ -106,6 +105,12 @@ static inline void sr_table_leave(struct sr_table *t, uint32_t index)
 }
 /* Slot index emptied (or made a tombstone) by this caller: waits until no reader holds it. */
 void sr_table_drain(struct sr_table *t, uint32_t index);
+/* Removing an object the lock-free lookups may hold: sr_table_retire puts a tombstone (an
+ * object no lookup accepts) in its slot, so the index cannot be handed out while
+ * sr_table_drain waits (a new owner's readers would keep busy[index] up and the drain would
+ * wait on them); sr_table_free_index then frees the index. */
+void sr_table_retire(struct sr_table *t, uint32_t index, void *tomb);
+void sr_table_free_index(struct sr_table *t, uint32_t index);
 
 /* ---- device and soft NIC ------------------------------------------------------------------ */
 struct sr_device {

@@ -529,7 +529,7 @@ static int mr_create(struct sr_pd *pd, void *addr, size_t length, uint64_t iova,
 	pthread_mutex_lock(&nic->keys.lock);
 	idx = sr_table_add_locked(&nic->keys, &sr_kobj_dying);
 	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
-		nic->keys.slot[idx] = NULL;
+		__atomic_store_n(&nic->keys.slot[idx], NULL, __ATOMIC_RELEASE);
 		nic->keys.count--;
 		idx = -ENOMEM;
 	}
@@ -588,10 +588,7 @@ int sr_mr_dereg(struct sr_mr *mr)
 	pthread_mutex_unlock(&t->lock);
 	sr_direct_mr_wait(mr);
 	mr_quiesce(mr);
-	pthread_mutex_lock(&t->lock);
-	t->slot[mr->index] = NULL;
-	t->count--;
-	pthread_mutex_unlock(&t->lock);
+	sr_table_free_index(t, mr->index);
 	if (mr->pinned)
 		munlock(mr->base, mr->length);
 	atomic_fetch_sub(&mr->pd->users, 1);

@@ -48,7 +48,7 @@ int sr_mw_alloc(struct sr_pd *pd, enum ibv_mw_type type, struct sr_mw **out)
 	pthread_mutex_lock(&t->lock);
 	idx = sr_table_add_locked(t, &sr_kobj_dying);
 	if (idx >= 0 && (uint32_t)idx >= (1u << 24)) {
-		t->slot[idx] = NULL;
+		__atomic_store_n(&t->slot[idx], NULL, __ATOMIC_RELEASE);
 		t->count--;
 		idx = -ENOMEM;
 	}
@@ -96,10 +96,7 @@ int sr_mw_dealloc(struct sr_mw *mw)
 	pthread_mutex_unlock(&t->lock);
 	/* A lock-free lookup (mr.c) that read the slot before may still look at the window. */
 	sr_table_drain(t, mw->index);
-	pthread_mutex_lock(&t->lock);
-	t->slot[mw->index] = NULL;
-	t->count--;
-	pthread_mutex_unlock(&t->lock);
+	sr_table_free_index(t, mw->index);
 	atomic_fetch_sub(&mw->pd->users, 1);
 	free(mw);
 	return 0;

@@ -188,6 +188,10 @@ void sr_qp_put(struct sr_qp *qp)
 	atomic_fetch_sub(&qp->refs, 1);
 }
 
+/* The tombstone of a QP being destroyed (sr_table_retire): QPN 0, which no lookup matches
+ * (QPN 0 would be index 0, never used). */
+static struct sr_qp qp_dying;
+
 struct sr_qp *sr_qp_lookup(struct sr_nic *nic, uint32_t qpn)
 {
 	struct sr_table *t = &nic->qps;
@@ -506,7 +510,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 		sr_qp_gone_note(qp->nic, SR_GSI_QPN);
 	}
 	pthread_mutex_unlock(&qp->nic->qps.lock);
-	sr_table_del(&qp->nic->qps, b->handle);
+	sr_table_retire(&qp->nic->qps, b->handle, &qp_dying);
 	pthread_mutex_lock(&qp->lock);
 	qp->nic->engine->qp_final_ack(qp);
 	qp->state = IBV_QPS_RESET;	/* the engine ignores it from now on */
@@ -516,6 +520,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	qp->nic->engine->qp_detach_mcast(qp);	/* as the kernel's uverbs does on destroy */
 	/* Wait for packets (sr_qp_enter), timers and coalesced ACKs that still hold it. */
 	sr_table_drain(&qp->nic->qps, b->handle);
+	sr_table_free_index(&qp->nic->qps, b->handle);
 	while (atomic_load(&qp->refs) > 1)
 		sched_yield();
 	purge_cqes(qp);

@@ -67,13 +67,18 @@ int sr_table_add(struct sr_table *t, void *obj)
 	return ret;
 }
 
-void sr_table_del(struct sr_table *t, uint32_t index)
+void sr_table_retire(struct sr_table *t, uint32_t index, void *tomb)
 {
 	pthread_mutex_lock(&t->lock);
-	if (index < t->size && t->slot[index]) {
-		__atomic_store_n(&t->slot[index], NULL, __ATOMIC_SEQ_CST);
-		t->count--;
-	}
+	__atomic_store_n(&t->slot[index], tomb, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void sr_table_free_index(struct sr_table *t, uint32_t index)
+{
+	pthread_mutex_lock(&t->lock);
+	__atomic_store_n(&t->slot[index], NULL, __ATOMIC_RELEASE);
+	t->count--;
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -8,7 +8,10 @@
  *     between a connected pair, through MRs that stay, all complete and land their bytes;
  *   - a WRITE through the rkey of an MR deregistered meanwhile fails with a remote access error
  *     and leaves the old memory untouched, as does a SEND into a receive WQE whose MR is gone
- *     (a local protection error at the receiver).
+ *     (a local protection error at the receiver);
+ *   - the MR that WRITEs in flight target is deregistered under them: once ibv_dereg_mr has
+ *     returned, nothing lands in its memory any more (a marker written right after it stays),
+ *     every WRITE completes (succeeded, refused or flushed) and nothing hangs.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -130,6 +133,58 @@ static void stale_recv_mr_refused(struct vu_buf *src)
 	vu_buf_free(&gone);
 }
 
+/* WRITEs in flight into dst while dst's MR is deregistered; fresh pair each round, as the
+ * first refused WRITE moves the QP to the error state. */
+#define DEREG_ROUNDS (SR_SANITIZED ? 20 : 60)
+#define DEREG_INFLIGHT 8
+#define DEREG_LEN 4096
+
+static void dereg_under_writes(struct vu_buf *src)
+{
+	int refused = 0, landed = 0;
+
+	for (int r = 0; r < DEREG_ROUNDS; r++) {
+		struct vu_pair p;
+		struct vu_buf dst;
+		struct ibv_wc wc[DEREG_INFLIGHT];
+		int got;
+
+		REQUIRE(vu_pair_create(&dev, NULL, NULL, &p) == 0);
+		REQUIRE(vu_buf_alloc(&dev, &dst, DEREG_INFLIGHT * DEREG_LEN, VU_ACCESS_ALL) == 0);
+		memset(src->p, 0xa5, DEREG_LEN);
+		for (int i = 0; i < DEREG_INFLIGHT; i++)
+			REQUIRE(vu_post_rdma(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, src->mr,
+					     src->p, DEREG_LEN,
+					     (uintptr_t)dst.p + (uint64_t)i * DEREG_LEN,
+					     dst.mr->rkey, IBV_SEND_SIGNALED) == 0);
+		/* A varying head start, so the dereg meets the stream at different points. */
+		for (volatile int spin = 0; spin < (r % 8) * 2000; spin++)
+			;
+		REQUIRE(ibv_dereg_mr(dst.mr) == 0);
+		dst.mr = NULL;
+		memset(dst.p, 0x3c, DEREG_INFLIGHT * DEREG_LEN);
+		got = vu_poll(p.scq[0], wc, DEREG_INFLIGHT, 5000);
+		CHECK_EQ(got, DEREG_INFLIGHT);
+		for (int i = 0; i < got; i++) {
+			if (wc[i].status == IBV_WC_SUCCESS)
+				landed++;
+			else
+				refused++;
+			CHECK(wc[i].status == IBV_WC_SUCCESS ||
+			      wc[i].status == IBV_WC_REM_ACCESS_ERR ||
+			      wc[i].status == IBV_WC_WR_FLUSH_ERR);
+		}
+		/* Let late packets (resends included) reach the responder before looking. */
+		vu_drain(p.rcq[1], wc, DEREG_INFLIGHT, 20);
+		CHECK_EQ(vu_check_byte(dst.p, DEREG_INFLIGHT * DEREG_LEN, 0x3c), -1);
+		vu_pair_destroy(&p);
+		vu_buf_free(&dst);
+	}
+	printf("# dereg under writes: %d WRITEs landed before, %d refused or flushed\n", landed,
+	       refused);
+	CHECK(refused > 0);
+}
+
 int main(void)
 {
 	struct vu_pair p;
@@ -145,6 +200,7 @@ int main(void)
 	vu_pair_destroy(&p);
 	stale_rkey_refused(&src);
 	stale_recv_mr_refused(&src);
+	dereg_under_writes(&src);
 
 	vu_buf_free(&dst);
 	vu_buf_free(&src);
