@@ -642,6 +642,7 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	uint32_t recover_psn;		/* losses before this PSN belong to the last reduction */
 	uint32_t cwnd_psn;		/* comp.psn when the window last grew */
 	bool force_ackreq;		/* the packet being built asks for an ACK (a repair) */
+	bool win_shut;			/* the window stopped the last pass (req.c, window_gated) */
 };
 
 struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */

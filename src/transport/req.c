@@ -492,6 +492,44 @@ void sr_req_progress(struct sr_qp *qp)
 	sr_net_batch_end();
 }
 
+/*
+ * A window that filled waits to open by an eighth of itself (16 packets of the default 128)
+ * before the next WQE leaves: the sender's side of silly window avoidance (RFC 1122 4.2.3.4).
+ * A stream that fills the window (16 KiB WRITEs over 8 KiB segments: 64 of them are 128
+ * packets, and perftest keeps 128 posted) was ACK-clocked message by message: each ACK the
+ * receiver sent for the datagram it had just taken freed two or three packets, the requester
+ * sent one WRITE (one GSO send of two packets: the FIRST is longer by its RETH), which drew one
+ * ACK, and so on: 2.5 packets a pass and a system call, an ACK per 2.5 packets. Gated, a pass
+ * sends eight WRITEs or more, whose GSO sends leave together in one sendmmsg (udp.c), and the
+ * receiver takes several in one go and acknowledges them once (bench/README.md, "16 and 32
+ * KiB"). Only at a new WQE, and one of at most an eighth of the window: a message begun goes on
+ * as packets free, and a larger one (a 1 MiB WRITE is the whole window) is a batch by itself
+ * (gated too, a 1 MiB stream lost a quarter of its rate: each WRITE waited for 16 packets of the
+ * one before it). Only after the window stopped a pass (req.win_shut): a stream posted one by
+ * one still fills it to the last packet. Not below a window of 16 (after a timeout). Every
+ * message's last packet asks for an ACK (req_xmit), so a gated pass has an ACK coming, or the
+ * timer.
+ */
+#define SR_CWND_GATE_DIV 8
+
+static bool window_gated(struct sr_qp *qp)
+{
+	struct sr_swqe *w = sr_sq_at(&qp->sq, qp->req.idx);
+	uint32_t cwnd, used, step;
+
+	if (!qp->req.win_shut || !sr_qp_reliable(qp) || qp->req.offset)
+		return false;
+	cwnd = sr_cwnd(qp);
+	step = cwnd / SR_CWND_GATE_DIV;
+	used = (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn);
+	/* A message of more than a step is a batch by itself: it goes as the window frees. */
+	if (cwnd >= 2 * SR_CWND_GATE_DIV && used < cwnd && cwnd - used < step &&
+	    (uint64_t)w->length <= (uint64_t)step * sr_req_seg(qp, w))
+		return true;
+	qp->req.win_shut = false;
+	return false;
+}
+
 static void req_progress(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
@@ -511,7 +549,7 @@ static void req_progress(struct sr_qp *qp)
 	if (qp->req.rnr_until || qp->req.stalled)
 		return;	/* the timer resumes an RNR wait; a stall ends in an error state */
 
-	while (qp->req.idx != sq->head) {
+	while (qp->req.idx != sq->head && !(!sent && window_gated(qp))) {
 		struct sr_swqe *w = sr_sq_at(sq, qp->req.idx);
 		int n;
 
@@ -582,8 +620,10 @@ static void req_progress(struct sr_qp *qp)
 			qp->req.offset = 0;
 		}
 		if (sr_qp_reliable(qp) &&
-		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= sr_cwnd(qp))
+		    (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn) >= sr_cwnd(qp)) {
+			qp->req.win_shut = true;
 			break;
+		}
 		/* The next piece of a READ once every response of the previous one is in. */
 		if (w->opcode == IBV_WR_RDMA_READ && qp->req.offset &&
 		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn)
