@@ -8,7 +8,7 @@
 #
 #   bench/write-ab.sh [--pairs N] [--secs S] [--op write|send|read] [--sizes "S1 S2 ..."]
 #                     [--chrt | --cgroup] [--pin S,C] [--a-env "K=V ..."] [--b-env "K=V ..."]
-#                     [-o FILE] BUILD_A BUILD_B
+#                     [--lo] [-o FILE] BUILD_A BUILD_B
 #
 # BUILD_A, BUILD_B: build directories (a copy of build/ made before a change, and build/; the
 # same one twice to compare settings with --a-env/--b-env). --op: ib_write_bw (default),
@@ -16,9 +16,11 @@
 # -D (default 3). --chrt: both processes under chrt -f 5. --cgroup: every process in a CPU
 # cgroup of high weight (bench/cgroup.sh; the machine's other work then takes little of their
 # CPU, while nice and time slices still act). --pin S,C: the server (with its progress thread)
-# on CPU S and the client on CPU C (taskset). -o FILE: every run as a TSV line (pair, size,
-# side, MiB/s, load). Root (namespaces). A run with no figure is printed as NA. Leaves nothing
-# behind: the scratch directory, the namespaces and the cgroup go at exit.
+# on CPU S and the client on CPU C (taskset). --lo: both processes on the loopback of one
+# namespace (127.0.0.1, MTU 65536, the same-host direct path as the defaults have it) instead
+# of across the veth pair. -o FILE: every run as a TSV line (pair, size, side, MiB/s, load).
+# Root (namespaces). A run with no figure is printed as NA. Leaves nothing behind: the scratch
+# directory, the namespaces and the cgroup go at exit.
 set -uo pipefail
 
 PAIRS=8
@@ -28,10 +30,11 @@ SIZES="65536 1048576"
 CHRT=()
 CGROUP=0
 PIN=()
+LO=0
 A_ENV=""
 B_ENV=""
 OUT=""
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--pairs) PAIRS=$2; shift ;;
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
 	--chrt) CHRT=(chrt -f 5) ;;
 	--cgroup) CGROUP=1 ;;
 	--pin) IFS=, read -r -a PIN <<<"$2"; shift ;;
+	--lo) LO=1 ;;
 	--a-env) A_ENV=$2; shift ;;
 	--b-env) B_ENV=$2; shift ;;
 	-o) OUT=$2; shift ;;
@@ -80,19 +84,21 @@ PT=(-d softrdma0 -x 0 -F -D "$SECS")
 # one SIDE SIZE: one server/client run; prints the client's average MiB/s (NA if none)
 one() {
 	local side=$1 size=$2 b=${BUILDS[$1]} p spid log=$SR_TMP/run
+	local nsc=$SR_NSB devs=$SR_VA devc=$SR_VB dst=$SR_NET.1
+	[ "$LO" = 1 ] && nsc=$SR_NSA devs=lo devc=lo dst=127.0.0.1
 	local -a env ts=() tc=()
 	read -r -a env <<<"${ENVS[$side]}"
 	[ ${#PIN[@]} = 2 ] && ts=(taskset -c "${PIN[0]}") tc=(taskset -c "${PIN[1]}")
 	p=$(sr_free_port "$SR_NSA") || return 1
-	timeout -k 5 $((SECS + 30)) ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$SR_VA" "${env[@]}" \
+	timeout -k 5 $((SECS + 30)) ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$devs" "${env[@]}" \
 		"${CHRT[@]}" "${ts[@]}" "$b/bin/softrdma" run -- "ib_${OP}_bw" "${PT[@]}" -p "$p" -s "$size" \
 		>"$log.srv" 2>&1 </dev/null &
 	spid=$!
 	SR_BG+=("$spid")
 	sr_wait_listen "$p" "$spid" "$SR_NSA" 20 >/dev/null
-	timeout -k 5 $((SECS + 30)) ip netns exec "$SR_NSB" env SOFTRDMA_NETDEV="$SR_VB" "${env[@]}" \
+	timeout -k 5 $((SECS + 30)) ip netns exec "$nsc" env SOFTRDMA_NETDEV="$devc" "${env[@]}" \
 		"${CHRT[@]}" "${tc[@]}" "$b/bin/softrdma" run -- "ib_${OP}_bw" "${PT[@]}" -p "$p" -s "$size" \
-		"$SR_NET.1" >"$log.cli" 2>&1 </dev/null
+		"$dst" >"$log.cli" 2>&1 </dev/null
 	wait "$spid" 2>/dev/null
 	awk -v s="$size" '$1 == s && NF >= 5 { v = $4 } END { print (v == "" ? "NA" : v) }' "$log.cli"
 }
@@ -127,7 +133,7 @@ stats() {
 			printf "%.3f [%.3f..%.3f] n=%d", m, x[1], x[NR], NR }'
 }
 echo "CPU: $(sh "$ROOT/bench/cpu.sh")"
-echo "ib_${OP}_bw -D $SECS${CGINFO:+, $CGINFO}${PIN[0]:+, pinned ${PIN[0]},${PIN[1]}}, A=${BUILDS[0]}${A_ENV:+ ($A_ENV)}, B=${BUILDS[1]}${B_ENV:+ ($B_ENV)}"
+echo "ib_${OP}_bw -D $SECS$([ "$LO" = 1 ] && echo ", loopback")${CGINFO:+, $CGINFO}${PIN[0]:+, pinned ${PIN[0]},${PIN[1]}}, A=${BUILDS[0]}${A_ENV:+ ($A_ENV)}, B=${BUILDS[1]}${B_ENV:+ ($B_ENV)}"
 for size in $SIZES; do
 	faster=$(echo "${R[$size,r]}" | tr ' ' '\n' | grep -v NA | awk '$1 > 1 { n++ } END { print n + 0 }')
 	printf "%7s B  A %s  B %s MiB/s\n          B/A %s, B faster in %s\n" "$size" \
