@@ -581,6 +581,9 @@ struct sr_swqe {
 /* Access flags newer rdma-core defines (IBV_ACCESS_FLUSH_*), same values. */
 #define SR_ACCESS_FLUSH_GLOBAL (1u << 8)
 #define SR_ACCESS_FLUSH_PERSISTENT (1u << 9)
+/* sr_mem_get only: the caller faulted this range of an ODP MR in for the same message already
+ * (its first packet checked the whole message), so no MADV_POPULATE per packet. */
+#define SR_ACCESS_FAULTED (1u << 30)
 #define SR_FLUSH_GLOBAL 1u		/* placement types (FETH), bits */
 #define SR_FLUSH_PERSISTENT 2u
 #define SR_FLUSH_RANGE 0u		/* selectivity levels */

@@ -309,8 +309,10 @@ struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t ke
 {
 	struct view v;
 	enum sr_access_err e;
+	bool faulted = access & SR_ACCESS_FAULTED;
 	int n = 0;
 
+	access &= ~SR_ACCESS_FAULTED;
 	if (mem_get_fast(nic, a, key, access, &v)) {
 		if (in_range(va, len, v.lo, v.len) &&
 		    (!iov || (n = view_iov(&v, va, len, iov, max_iov)) >= 0)) {
@@ -329,8 +331,10 @@ struct sr_mr *sr_mem_get(struct sr_nic *nic, const struct sr_acc *a, uint32_t ke
 		mr_hold(v.mr);
 	pthread_mutex_unlock(&nic->keys.lock);
 held:
-	/* ODP: fault the range in first; a hole or a read-only mapping refuses the access. */
-	if (!e && v.mr->odp) {
+	/* ODP: fault the range in first; a hole or a read-only mapping refuses the access. A
+	 * packet of a message whose whole range was faulted in at its first packet is not again
+	 * (SR_ACCESS_FAULTED): one madvise per message, not per packet. */
+	if (!e && v.mr->odp && !faulted) {
 		sr_stat_inc(&nic->stats, SR_STAT_odp_accesses);
 		if (odp_fault(v.base + (va - v.iova), len,
 			      access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |

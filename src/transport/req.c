@@ -229,9 +229,19 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 			/* Judged as at the WQE's first PSN: a retransmission after a LOCAL_INV of
 			 * its lkey still gathers from the map it was first sent from (mr.c). */
 			struct sr_acc a = sr_acc_req(qp, w);
+			unsigned acc = 0;
 
+			/* A message of several packets: its first checks (and for ODP faults in)
+			 * the whole of it once, the others only their keys (sr_sgl_fault) */
+			if (paylen < w->length) {
+				st = off ? 0 : sr_sgl_fault(qp->nic, &a, sr_sq_sges(&qp->sq, idx),
+							    w->num_sge, w->length, 0);
+				if (st)
+					return -st;
+				acc = SR_ACCESS_FAULTED;
+			}
 			st = sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, idx), w->num_sge, off,
-					paylen, 0, &sgl);
+					paylen, acc, &sgl);
 			if (st)
 				return -st;
 		}

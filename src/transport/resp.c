@@ -527,8 +527,10 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		return RSP_RNR;
 	}
 	if (pkt->paylen && !pkt->placed) {
+		/* the first packet checked (and for ODP faulted in) the whole range */
 		mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
-				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
+				IBV_ACCESS_REMOTE_WRITE | SR_ACCESS_FAULTED, iov, SR_PKT_IOV, &n,
+				&err);
 		if (!mr)	/* deregistered or invalidated mid-message */
 			return rc ? nak_access(qp, pkt->psn, err) : RSP_DROP;
 		sr_iov_copy_in(iov, n, sr_pkt_payload(pkt), pkt->paylen);
@@ -612,8 +614,11 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 		struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
 		enum sr_access_err err;
 
+		/* a packet that continues a message: its first checked (and for ODP faulted
+		 * in) the whole range */
 		mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
-				IBV_ACCESS_REMOTE_WRITE, iov, SR_PKT_IOV, &n, &err);
+				IBV_ACCESS_REMOTE_WRITE | SR_ACCESS_FAULTED, iov, SR_PKT_IOV, &n,
+				&err);
 		if (!mr)
 			return sr_net_icrc_ok(qp->nic, pkt);
 		v = iov;

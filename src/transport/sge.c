@@ -57,6 +57,26 @@ prot:
 	return IBV_WC_LOC_PROT_ERR;
 }
 
+int sr_sgl_fault(struct sr_nic *nic, const struct sr_acc *a, const struct ibv_sge *sge,
+		 uint32_t nsge, uint64_t len, unsigned access)
+{
+	for (uint32_t i = 0; i < nsge && len; i++) {
+		uint64_t take = sge[i].length < len ? sge[i].length : len;
+		enum sr_access_err err;
+		struct sr_mr *mr;
+
+		if (!take)
+			continue;
+		mr = sr_mem_get(nic, a, sge[i].lkey, sge[i].addr, take, access, NULL, 0, NULL,
+				&err);
+		if (!mr)
+			return IBV_WC_LOC_PROT_ERR;
+		sr_mr_put(mr);
+		len -= take;
+	}
+	return len ? IBV_WC_LOC_LEN_ERR : 0;
+}
+
 void sr_iov_copy_in(const struct iovec *iov, int n, const void *buf, uint32_t len)
 {
 	const uint8_t *p = buf;

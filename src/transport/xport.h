@@ -57,6 +57,10 @@ void sr_sgl_release(struct sr_sgl *s);
  */
 int sr_sgl_map(struct sr_nic *nic, const struct sr_acc *a, const struct ibv_sge *sge,
 	       uint32_t nsge, uint64_t off, uint32_t len, unsigned access, struct sr_sgl *s);
+/* Checks the keys of bytes [0, len) of the message once, faulting in the ranges of ODP MRs, so
+ * that its packets may map their pieces with SR_ACCESS_FAULTED: 0 or an ibv_wc_status. */
+int sr_sgl_fault(struct sr_nic *nic, const struct sr_acc *a, const struct ibv_sge *sge,
+		 uint32_t nsge, uint64_t len, unsigned access);
 /* The sr_acc of a requester WQE (its gather or scatter) and of a responder request. */
 static inline struct sr_acc sr_acc_req(const struct sr_qp *qp, const struct sr_swqe *w)
 {
