@@ -14,7 +14,9 @@
 # round-robin run with it off (rtrs-test server -i 0); chunk keys renewed only when on. The
 # min-latency run and the one with always_invalidate off register the client's buffers with
 # the session (rtrs-test client -Z, rtrs_clt_reg_buf: WRITEs gathered from them, one-piece
-# READs landing in them; the others copied through the session's bounce buffers). Then
+# READs landing in them), the min-inflight run all of its memory (-O: implicit On-Demand
+# Paging, the same zero copy for buffers allocated one by one); the others copy through the
+# session's bounce buffers. Then
 # `rtrs-test oldkey`: after a WRITE's response, a plain RDMA WRITE with the key that request
 # used gets a remote access error and the chunk is unchanged (read back through the other
 # path); against the server with it off, the same WRITE lands (the check can fail).
@@ -58,9 +60,11 @@ sr_wait_listen "$P2" "$SPID" "" 20 || { sr_tail "$SR_TMP/srv.out"; sr_fail "serv
 [ "$ONLY" = hostile ] && POLICIES="" || POLICIES="rr mi ml"
 for pol in $POLICIES; do
 	out=$SR_TMP/cli-$pol.out
-	# min-latency with the client's buffers registered (rtrs_clt_reg_buf: zero copy)
+	# min-latency with the client's buffers registered (rtrs_clt_reg_buf: zero copy),
+	# min-inflight with all of its memory registered (implicit ODP: zero copy too)
 	zc=""
 	[ $pol = ml ] && zc=-Z
+	[ $pol = mi ] && zc=-O
 	if timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P1 -p 127.0.0.1:$P2 -n "$IOS" \
 		-P $pol -H 200 -C "$CONNECT_MS" -s $RANDOM $zc >"$out" 2>&1; then
 		sr_ok "$pol: client exit 0"

@@ -18,7 +18,8 @@
 #      netem softrdma's fault injection in the client: delay=20000,to=<server's path-2 address>):
 #      the policy puts at least 90% of the requests on path 1 (both start alike until the first
 #      heartbeat round trips are measured), path 2's heartbeat round trip is >= 20 ms and above
-#      path 1's.
+#      path 1's. The client has all of its memory registered (rtrs-test client -O, implicit
+#      On-Demand Paging: every request zero copy, every byte checked).
 #   RTRS_TEST_IOS=N   fewer IOs in case 1 by hand (the committed test does 10,000)
 
 . "$(dirname "$0")/lib.sh"
@@ -145,7 +146,7 @@ fi
 out=$SR_TMP/ml.out
 ip netns exec "$SR_NSB" env SOFTRDMA_NETDEV="$SR_VB,$SR_VB2" SOFTRDMA_FAULT="$ML_FAULT" \
 	SOFTRDMA_STATS_DUMP="$SR_TMP/ml-%p.stats" \
-	timeout 120 "$SR" run -- "$RT" client "${PATHS[@]}" -H 200 -M 5 -R 500 -n 2000 -T 4 -P ml \
+	timeout 120 "$SR" run -- "$RT" client "${PATHS[@]}" -H 200 -M 5 -R 500 -n 2000 -T 4 -P ml -O \
 	-s $RANDOM >"$out" 2>&1; rc=$?
 sr_expect_eq "ml: client exit" 0 "$rc"
 sr_expect_grep "ml: no request failed, every byte right" "failed=0 mismatches=0" "$out"
@@ -156,6 +157,9 @@ echo "ml: path 1 (fast) carried ${r1:-?}, path 2 (+20 ms) ${r2:-?}; heartbeat rt
 sr_expect_ge "ml: the fast path carried at least 90% of the 2000 requests" 1800 "${r1:-0}"
 sr_expect_ge "ml: path 2's heartbeat round trip shows the 20 ms" 20000 "${rtt2:-0}"
 sr_expect_ge "ml: path 2's heartbeat round trip above path 1's" $(( ${rtt1:-999999999} + 1 )) "${rtt2:-0}"
+odp=$(cat "$SR_TMP"/ml-*.stats 2>/dev/null | awk '$2 == "odp_accesses" { s += $3 } END { print s + 0 }')
+echo "ml: accesses to the client's implicit ODP registration: $odp"
+sr_expect_ge "ml: the requests went zero copy through the implicit ODP registration (-O)" 1 "$odp"
 if [ -n "$ML_FAULT" ]; then
 	held=$(cat "$SR_TMP"/ml-*.stats 2>/dev/null | awk '$2 == "fault_delayed" { s += $3 } END { print s + 0 }')
 	echo "ml: packets the client's delay line held: $held"

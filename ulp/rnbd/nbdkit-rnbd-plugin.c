@@ -81,6 +81,8 @@ static int rnbd_config(const char *key, const char *value)
 			nbdkit_error("poll_inflight_max=%s: 0..65535", value);
 			return -1;
 		}
+	} else if (!strcmp(key, "zero_copy")) {
+		rtrs_opts.no_zero_copy = !strcmp(value, "0") || !strcmp(value, "off");
 	} else if (!strcmp(key, "stats")) {
 		stats_file = value;
 	} else if (!strcmp(key, "local")) {
@@ -140,7 +142,9 @@ static int rnbd_config_complete(void)
 	"wait_poll_us=N           a request alone in flight: its thread polls for the answer\n" \
 	"                         up to N us before it sleeps (default 1000; 0: never)\n" \
 	"poll_inflight_max=N      RTRS's thread polls on after an answer only while at most\n" \
-	"                         N requests are in flight (default 1; 0: no limit)"
+	"                         N requests are in flight (default 1; 0: no limit)\n" \
+	"zero_copy=0|1            requests in nbdkit's buffers, no RTRS bounce copy, where\n" \
+	"                         the device has implicit ODP (default 1)"
 
 /* The counters to stats_file (written beside it, then renamed: a reader sees whole files). */
 static void stats_write(void)

@@ -136,6 +136,9 @@ struct rnbd_rtrs_opts {
 	int poll_inflight_max;		/* RTRS's thread polls on after an answer only while
 					 * at most this many requests are in flight (its
 					 * poll_inflight_max): -1 default, 0 no limit */
+	int no_zero_copy;		/* 1: every request through RTRS's bounce buffers;
+					 * 0: the caller's buffers are reached in place where
+					 * the device has implicit On-Demand Paging */
 };
 #define RNBD_WAIT_POLL_US_DEFAULT 1000
 #define RNBD_POLL_INFLIGHT_MAX_DEFAULT 1

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,15 @@ int rnbd_rtrs_new(const char *sessname, const char *const *paths, size_t n,
 		free(x);
 		rc = -rc;
 		goto free_src;
+	}
+	/* the callers' buffers (nbdkit's, allocated per request) in place: all memory registered
+	 * with implicit On-Demand Paging; a device without it (EINVAL, EOPNOTSUPP) leaves every
+	 * request to RTRS's bounce copy, as before */
+	if (!ro->no_zero_copy) {
+		int zrc = rtrs_clt_reg_buf(x->clt, NULL, SIZE_MAX);
+		if (zrc)
+			fprintf(stderr, "rnbd: %s: zero copy off (implicit ODP: %s)\n", sessname,
+				strerror(zrc));
 	}
 	*ops = &rx_ops;
 	*ctx = x;

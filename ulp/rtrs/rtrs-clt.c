@@ -309,8 +309,12 @@ static void path_teardown(struct clt_path *p)
  * READ's landing either a window's bind (always_invalidate) or remote write. */
 static int ubuf_reg(struct rtrs_clt *c, struct clt_path *p, int i)
 {
+	/* all memory (addr NULL, len SIZE_MAX): implicit On-Demand Paging, where the device has
+	 * it (ibv_reg_mr refuses it elsewhere: that path copies) */
+	unsigned int odp = c->ubufs[i].addr ? 0 : IBV_ACCESS_ON_DEMAND;
+
 	p->umr[i] = ibv_reg_mr(p->pd, c->ubufs[i].addr, c->ubufs[i].len,
-			       IBV_ACCESS_LOCAL_WRITE |
+			       IBV_ACCESS_LOCAL_WRITE | odp |
 			       (c->new_rkey ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
 	return p->umr[i] ? 0 : errno ? errno : ENOMEM;
 }
@@ -1554,22 +1558,31 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 	r->staged = 0;
 	r->bounced = 0;
 	r->ubuf = -1;
+	int all = -1;	/* the all-memory region: only when no region of the caller's holds sg */
 	for (int i = 0; len && i < CLT_MAX_UBUFS; i++) {
 		struct clt_ubuf *u = &c->ubufs[i];
+		uintptr_t ua = (uintptr_t)u->addr;
 		unsigned int k = 0;
 		if (!u->used)
 			continue;
+		if (!u->addr) {
+			all = i;
+			continue;
+		}
 		while (k < sg_cnt && (!sg[k].iov_len ||
-				      ((char *)sg[k].iov_base >= u->addr &&
+				      ((uintptr_t)sg[k].iov_base >= ua &&
 				       sg[k].iov_len <= u->len &&
-				       (size_t)((char *)sg[k].iov_base - u->addr) <= u->len - sg[k].iov_len)))
+				       (uintptr_t)sg[k].iov_base - ua <= u->len - sg[k].iov_len)))
 			k++;
 		if (k == sg_cnt) {
 			r->ubuf = i;
-			u->refs++;
 			break;
 		}
 	}
+	if (r->ubuf < 0 && len)
+		r->ubuf = all;
+	if (r->ubuf >= 0)
+		c->ubufs[r->ubuf].refs++;
 	struct clt_path *p = fp ? fp : pick_path(c, NULL);
 	if (p && req_post(c, r, p))
 		p = NULL;
@@ -1637,7 +1650,7 @@ int rtrs_clt_poll(struct rtrs_clt *c, int (*done)(void *arg), void *arg, unsigne
 
 int rtrs_clt_reg_buf(struct rtrs_clt *c, void *addr, size_t len)
 {
-	if (!c || !addr || !len)
+	if (!c || !len || (!addr && len != SIZE_MAX))
 		return EINVAL;
 	clt_lock(c);
 	int slot = -1, err = 0;
@@ -1673,7 +1686,7 @@ int rtrs_clt_reg_buf(struct rtrs_clt *c, void *addr, size_t len)
 
 int rtrs_clt_unreg_buf(struct rtrs_clt *c, void *addr)
 {
-	if (!c || !addr)
+	if (!c)
 		return EINVAL;
 	clt_lock(c);
 	int err = ENOENT;

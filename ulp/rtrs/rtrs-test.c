@@ -13,7 +13,7 @@
  *   rtrs-test oldkey -p DST -p DST  a request's old chunk key is dead after its response
  *   rtrs-test client -p DST[@SRC] [-p ...] [-n IOS] [-D DEPTH] [-P rr|mi|ml] [-H HB_MS]
  *                    [-R RECONNECT_MS] [-F FAIL_TIMEOUT_MS] [-s SEED] [-m MIN_OK] [-x]
- *                    [-T SECS] [-A SECS] [-C CONNECT_MS] [-Z]
+ *                    [-T SECS] [-A SECS] [-C CONNECT_MS] [-Z | -O]
  *                    [-I MS: idle this long before the IO and before the close]
  *                    [-B MS: the first request's callback blocks this long (a stalled
  *                    completion thread: the heartbeats' answers wait in its CQ)]
@@ -21,6 +21,8 @@
  *                    to US first; prints poll_calls= and polled= (the polls that saw it done)]
  * -Z: the client's buffers are registered with the session (rtrs_clt_reg_buf, zero copy);
  * bench registers its buffer unless -b (every request copied through the bounce buffers).
+ * -O: all of the client's memory is registered instead (rtrs_clt_reg_buf(NULL, SIZE_MAX):
+ * implicit On-Demand Paging), its buffers allocated one by one as without -Z.
  * -T SECS: keep issuing until SECS have passed as well. -A SECS: then keep issuing until all
  * paths are connected (a test that cut one waits for its reconnection, not for a fixed time),
  * at most SECS more. -C MS: the connect timeout (rtrs_clt_open's wait for a first path, and
@@ -298,12 +300,13 @@ static int client(int argc, char **argv)
 	size_t np = 0;
 	struct rtrs_clt_opts o;
 	long nios = 10000;
-	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0, wait_secs = 0, idle_ms = 0;
+	int depth = 32, opt, allow_fail = 0, min_secs = 0, zc = 0, odp = 0, wait_secs = 0;
+	int idle_ms = 0;
 	unsigned int seed = 1, poll_us = 0;
 	size_t mb = 64;
 
 	rtrs_clt_opts_init(&o);
-	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZA:C:I:B:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:D:P:H:R:F:s:d:xM:T:W:ZOA:C:I:B:")) != -1) {
 		switch (opt) {
 		case 'p':
 			if (add_path(paths, &np, optarg))
@@ -324,6 +327,7 @@ static int client(int argc, char **argv)
 		case 'A': wait_secs = atoi(optarg); break;
 		case 'C': o.connect_timeout_ms = (unsigned int)atoi(optarg); break;
 		case 'Z': zc = 1; break;
+		case 'O': odp = 1; break;
 		case 'I': idle_ms = atoi(optarg); break;
 		case 'B': block_ms = atoi(optarg); break;
 		default: return 2;
@@ -352,7 +356,8 @@ static int client(int argc, char **argv)
 	char *region = zc ? aligned_alloc(4096, nslots * slot) : NULL;
 	for (size_t i = 0; i < nslots; i++)
 		ios[i].buf = zc ? region + i * slot : malloc(slot);
-	int rerr = zc ? rtrs_clt_reg_buf(clt, region, nslots * slot) : 0;
+	int rerr = zc ? rtrs_clt_reg_buf(clt, region, nslots * slot) :
+		   odp ? rtrs_clt_reg_buf(clt, NULL, SIZE_MAX) : 0;
 	if (rerr) {
 		fprintf(stderr, "rtrs_clt_reg_buf: %s\n", strerror(rerr));
 		return 1;
@@ -421,7 +426,7 @@ static int client(int argc, char **argv)
 	       "unchecked=%ld poll_calls=%ld polled=%ld\n", k, completed, fails, mismatches,
 	       (long)(time(NULL) - t0), ok_after_fail, unchecked, poll_calls, polled);
 	fflush(stdout);
-	if (zc && (rerr = rtrs_clt_unreg_buf(clt, region))) {
+	if ((zc || odp) && (rerr = rtrs_clt_unreg_buf(clt, zc ? region : NULL))) {
 		fprintf(stderr, "rtrs_clt_unreg_buf: %s\n", strerror(rerr));
 		mismatches++;
 	}
