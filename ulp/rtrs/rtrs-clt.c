@@ -25,6 +25,9 @@
 #define CLT_WRID_TEST (UINT64_MAX - 1)
 #define CLT_MAX_UBUFS 16	/* regions registered with rtrs_clt_reg_buf */
 #define CLT_MAX_SEND_SGE 16	/* a zero-copy WRITE: the caller's pieces + [usr][trailer] */
+/* The all-memory region (implicit ODP) takes requests of at least this many bytes: on softrdma
+ * each message through it costs an madvise (about 0.5 us), the copy of 8 KiB as much. */
+#define CLT_ODP_MIN_LEN 16384
 
 /* Memory of the caller's registered with every path (rtrs_clt_reg_buf): requests whose scatter
  * list lies in one such region go without the bounce copy. */
@@ -1579,7 +1582,7 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 			break;
 		}
 	}
-	if (r->ubuf < 0 && len)
+	if (r->ubuf < 0 && len >= CLT_ODP_MIN_LEN)
 		r->ubuf = all;
 	if (r->ubuf >= 0)
 		c->ubufs[r->ubuf].refs++;

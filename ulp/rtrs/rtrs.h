@@ -204,9 +204,10 @@ int rtrs_clt_poll(struct rtrs_clt *clt, int (*done)(void *arg), void *arg, unsig
  * in flight, its data must not change (a fail-over sends it again from there).
  * addr NULL with len SIZE_MAX registers all of the process's memory, with implicit On-Demand
  * Paging (ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...)), for callers that do not
- * own their buffers (nbdkit's are allocated per request): requests that no other region holds
- * then go without the copy too; a device without implicit ODP refuses it (the errno of
- * ibv_reg_mr; unregistered with rtrs_clt_unreg_buf(clt, NULL)).
+ * own their buffers (nbdkit's are allocated per request): requests of 16 KiB or more that no
+ * other region holds then go without the copy too (smaller ones copy: softrdma faults an ODP
+ * range in per message, which costs what a copy of 8 KiB does). A device without implicit
+ * ODP refuses it (the errno of ibv_reg_mr). Unregistered with rtrs_clt_unreg_buf(clt, NULL).
  * Returns 0, EINVAL, EEXIST (addr already registered), ENOSPC (16 regions per session) or the
  * errno of ibv_reg_mr. Any thread.
  */
