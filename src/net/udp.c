@@ -501,7 +501,7 @@ static void batch_flush(void)
 			k++;
 			continue;
 		}
-		if (b->nrun - k > 1)
+		if (sent > 1)
 			sr_stat_inc(&nic->stats, SR_STAT_tx_mmsg_sends);
 		for (int j = 0; j < sent; j++, k++) {
 			sr_stat_add(&nic->stats, SR_STAT_tx_packets, b->run[k].n);

@@ -521,6 +521,7 @@ void sr_req_progress(struct sr_qp *qp)
  * timer.
  */
 #define SR_CWND_GATE_DIV 8
+#define SR_CWND_GATE_MAX 16
 
 static bool window_gated(struct sr_qp *qp)
 {
@@ -529,12 +530,23 @@ static bool window_gated(struct sr_qp *qp)
 
 	if (!qp->req.win_shut || !sr_qp_reliable(qp) || qp->req.offset)
 		return false;
+	if (sr_op_is_local(w->opcode))
+		return false;	/* takes no packet: the window does not concern it */
 	cwnd = sr_cwnd(qp);
+	if (cwnd < 2 * SR_CWND_GATE_DIV) {
+		qp->req.win_shut = false;
+		return false;
+	}
+	/* The step is capped in packets, so a large max_inflight does not make large messages
+	 * wait too (gating 1 MiB WRITEs measured 0.75x) nor a small one wait for many ACKs. */
 	step = cwnd / SR_CWND_GATE_DIV;
+	if (step > SR_CWND_GATE_MAX)
+		step = SR_CWND_GATE_MAX;
 	used = (uint32_t)sr_psn_diff(qp->req.psn, qp->comp.psn);
+	if (used >= cwnd)
+		return false;	/* the window check stops the pass; the gate stays shut */
 	/* A message of more than a step is a batch by itself: it goes as the window frees. */
-	if (cwnd >= 2 * SR_CWND_GATE_DIV && used < cwnd && cwnd - used < step &&
-	    (uint64_t)w->length <= (uint64_t)step * sr_req_seg(qp, w))
+	if (cwnd - used < step && (uint64_t)w->length <= (uint64_t)step * sr_req_seg(qp, w))
 		return true;
 	qp->req.win_shut = false;
 	return false;

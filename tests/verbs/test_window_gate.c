@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The send window's gate (src/transport/req.c, window_nearly_full), watched packet by packet:
+ * The send window's gate (src/transport/req.c, window_gated), watched packet by packet:
  * the RC QP's path points at a raw UDP socket of this test (tests/common/rawpeer.c), which reads
  * every request packet and answers with hand-made ACKs.
  *
