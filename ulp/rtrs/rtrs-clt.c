@@ -313,12 +313,14 @@ static void path_teardown(struct clt_path *p)
 static int ubuf_reg(struct rtrs_clt *c, struct clt_path *p, int i)
 {
 	/* all memory (addr NULL, len SIZE_MAX): implicit On-Demand Paging, where the device has
-	 * it (ibv_reg_mr refuses it elsewhere: that path copies) */
+	 * it (ibv_reg_mr refuses it elsewhere: that path copies). Never remote access to all of
+	 * it: a READ lands there only through the permit's window, bound to its buffer alone
+	 * and invalidated by the answer (always_invalidate); without windows READs bounce. */
 	unsigned int odp = c->ubufs[i].addr ? 0 : IBV_ACCESS_ON_DEMAND;
 
 	p->umr[i] = ibv_reg_mr(p->pd, c->ubufs[i].addr, c->ubufs[i].len,
 			       IBV_ACCESS_LOCAL_WRITE | odp |
-			       (c->new_rkey ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
+			       (c->new_rkey || odp ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE));
 	return p->umr[i] ? 0 : errno ? errno : ENOMEM;
 }
 
@@ -442,7 +444,7 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p)
 	} else {
 		/* the data lands in the caller's memory when it is one piece of a registered
 		 * region, else in the permit's bounce buffer (copied out at the answer) */
-		int zc = umr && r->len && pieces == 1;
+		int zc = umr && r->len && pieces == 1 && (p->rmw || c->ubufs[r->ubuf].addr);
 		struct ibv_mr *lmr = zc ? umr : p->data_mr;
 		uintptr_t land = zc ? (uintptr_t)r->sg[first].iov_base : (uintptr_t)data;
 		struct rtrs_msg_rdma_read rd = { RTRS_MSG_READ, r->usr_len, 0, 1 };
