@@ -240,6 +240,16 @@ sr_expect_ge "always_invalidate off, rr: at least $IOS IOs" "$IOS" \
 	"$(sed -n 's/^ios=\([0-9]*\) .*/\1/p' "$out")"
 sr_expect_grep "always_invalidate off: no chunk key renewed" \
 	"^path 127.0.0.1:$P4 .*rkey_renewals=0$" "$out"
+# all memory registered (-O) with no windows: READs bounce (no key to the whole process goes
+# to the server), WRITEs go from the caller's memory; every byte still right
+out=$SR_TMP/cli-off-odp.out
+timeout 120 "$SR" run -- "$RT" client -p 127.0.0.1:$P4 -p 127.0.0.1:$P5 -n 2000 -T 5 -P rr \
+	-H 200 -C "$CONNECT_MS" -s $RANDOM -O >"$out" 2>&1
+rc=$?
+sr_expect_eq "always_invalidate off, all memory registered (-O): client exit" 0 "$rc"
+[ "$rc" = 0 ] || sr_tail "$out"
+sr_expect_grep "always_invalidate off, -O: none failed, every byte right" \
+	"^ios=([0-9]*) completed=\\1 failed=0 mismatches=0" "$out"
 fi
 
 # --- always_invalidate: the old key of a request is dead after its response
