@@ -1142,6 +1142,16 @@ static void clt_step_aside(struct rtrs_clt *c)
 		rtrs_step_aside(&c->mu, c->lock_waiters ? &c->lock_waiters : &c->permit_waiters);
 }
 
+/* rtrs_loop_begin for the client's polling threads (c->mu held): with more than
+ * o.poll_inflight_max requests in flight the thread does not poll on after this pass; it
+ * sleeps, and the next answer wakes it (docs/rnbd.md, "Sixth pass"). */
+static int clt_loop_begin(struct rtrs_clt *c, struct rtrs_loop *lp, uint64_t now, int *look)
+{
+	if (c->o.poll_inflight_max && c->reqs && c->qd - c->nfree > c->o.poll_inflight_max)
+		lp->busy_until = 0;
+	return rtrs_loop_begin(lp, now, look);
+}
+
 /*
  * The session's thread. It polls its CQs while completions come (for o.poll_us after the last
  * one: an answer at queue depth 1 is then taken by the poll that waits for it, no thread is
@@ -1160,9 +1170,7 @@ static void *clt_thread(void *arg)
 	rtrs_loop_init(&lp, c->o.poll_us);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		if (c->o.poll_inflight_max && c->reqs && c->qd - c->nfree > c->o.poll_inflight_max)
-			lp.busy_until = 0;	/* many in flight: sleep, the next answer wakes it */
-		int look, spin = rtrs_loop_begin(&lp, rtrs_now_ns(), &look);
+		int look, spin = clt_loop_begin(c, &lp, rtrs_now_ns(), &look);
 		if (look) {
 			int timeout = 0;
 			if (!spin) {
@@ -1224,9 +1232,7 @@ static void *clt_cq_thread(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		uint64_t now = rtrs_now_ns();
-		if (c->o.poll_inflight_max && c->reqs && c->qd - c->nfree > c->o.poll_inflight_max)
-			lp.busy_until = 0;	/* many in flight: sleep, the next answer wakes it */
-		int look, spin = rtrs_loop_begin(&lp, now, &look);
+		int look, spin = clt_loop_begin(c, &lp, now, &look);
 		if (look)
 			lp.last_fds = now;	/* the CM channel is clt_cm_thread's */
 		if (!spin && !woke) {
