@@ -73,28 +73,21 @@ static int post(int i)
 /* n completions, in order, wr_id first .. first + n - 1, with this status. */
 static void expect_done(int first, int n, enum ibv_wc_status st)
 {
-	struct ibv_wc wc;
-
 	for (int i = first; i < first + n; i++)
-		if (!vu_wait(cq, &wc, 2000) || wc.wr_id != (uint64_t)i || wc.status != st) {
-			SR_FAIL("WQE %d: %s, wanted %s", i, vu_wc_str(&wc), ibv_wc_status_str(st));
+		if (vu_expect_wc(cq, (uint64_t)i, st, -1, 2000, __LINE__).status != st)
 			return;
-		}
 }
 
 static void connect_qp(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	vu_conn_cfg_default(&c);
 	c.sq_psn = P0;
 	c.rq_psn = 0;
 	c.timeout = 0;	/* no retransmission timer: every packet below is one the test asked for */
-	qp = vu_qp_create(&dev, cq, cq, &q);
+	qp = vu_qp_to_peer(&dev, cq, &c, &rp.gid, FAKE_QPN, NULL, 0, 0);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
 }
 
 /* A new QP; message 1 leaves at once (nothing in flight), 2 and 3 wait behind it. */

@@ -80,29 +80,22 @@ static int post(int i)
 /* n completions, in order, wr_id first .. first + n - 1, successful. */
 static void expect_done(int first, int n)
 {
-	struct ibv_wc wc;
-
 	for (int i = first; i < first + n; i++)
-		if (!vu_wait(cq, &wc, 2000) || wc.wr_id != (uint64_t)i ||
-		    wc.status != IBV_WC_SUCCESS) {
-			SR_FAIL("WQE %d: %s, wanted success", i, vu_wc_str(&wc));
+		if (vu_expect_wc(cq, (uint64_t)i, IBV_WC_SUCCESS, -1, 2000, __LINE__).status !=
+		    IBV_WC_SUCCESS)
 			return;
-		}
 }
 
 static void connect_qp(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	vu_conn_cfg_default(&c);
 	c.sq_psn = P0;
 	c.rq_psn = 0;
 	c.timeout = 0;	/* no retransmission timer: every packet below is one the test asked for */
-	qp = vu_qp_create(&dev, cq, cq, &q);
+	qp = vu_qp_to_peer(&dev, cq, &c, &rp.gid, FAKE_QPN, NULL, 0, 0);
 	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
 }
 
 /* A full window opens by ACKs of a packet or two: nothing leaves until STEP packets are free,
