@@ -12,8 +12,9 @@
 #   reconnection came after the fixed run time now and then.)
 #   3. every path cut (both pairs down for 4 s, requests fail after 2 s): requests fail, the
 #      client neither hangs nor dies, and requests succeed again once the pairs are back.
-#   4. silent server (SIGSTOP 3 s): the client's heartbeats declare both paths dead, then they
-#      reconnect to the resumed server (its stale paths replaced) and no request fails.
+#   4. silent server (SIGSTOP for 3 s, and until the client declared both paths dead, 15 s at
+#      most): the client's heartbeats declare both paths dead, then they reconnect to the
+#      resumed server (its stale paths replaced) and no request fails.
 #   5. min-latency: 20 ms of delay on pair 2 (netem in namespace B, or where the kernel has no
 #      netem softrdma's fault injection in the client: delay=20000,to=<server's path-2 address>):
 #      the policy puts at least 90% of the requests on path 1 (both start alike until the first
@@ -123,7 +124,16 @@ for _ in $(seq 50); do
 done
 sr_expect_eq "stop: the server (pid ${SRVPROG:-none}) is stopped" T \
 	"$(awk '{print $3}' "/proc/$SRVPROG/stat" 2>/dev/null)"
+# At least 3 s, and until the client has declared both paths dead (rtrs-clt prints it on
+# stderr at once), 15 s at most (the requests' fail timeout is 30 s): 5 heartbeats of 200 ms
+# need a client that gets the CPU every 200 ms, and beside busy loops at load 19 it sent 17 in
+# 9 s (one per 530 ms): after a fixed 3 s only 2 had been missed, and the server resumed.
 sleep 3
+for _ in $(seq 120); do
+	[ "$(grep -c "path .* failed (Connection timed out)" "$out" 2>/dev/null)" -ge 2 ] && break
+	sleep 0.1
+done
+echo "stop: the server resumed after $(grep -c "path .* failed (Connection timed out)" "$out") heartbeat failure(s)"
 kill -CONT "$SRVPROG"
 sr_wait_pid "$CPID" 110; rc=$?
 sr_expect_eq "stop: client exit" 0 "$rc"
