@@ -18,8 +18,8 @@
 #   5. min-latency: 20 ms of delay on pair 2 (netem in namespace B, or where the kernel has no
 #      netem softrdma's fault injection in the client: delay=20000,to=<server's path-2 address>):
 #      the policy puts at least 90% of the requests on path 1 (both start alike until the first
-#      heartbeat round trips are measured), path 2's heartbeat round trip is >= 20 ms and above
-#      path 1's. The client has all of its memory registered (rtrs-test client -O, implicit
+#      heartbeat round trips are measured), path 2's smallest heartbeat round trip is >= 20 ms
+#      and above path 1's. The client has all of its memory registered (rtrs-test client -O, implicit
 #      On-Demand Paging: every request zero copy, every byte checked).
 #   RTRS_TEST_IOS=N   fewer IOs in case 1 by hand (the committed test does 10,000)
 
@@ -162,11 +162,17 @@ sr_expect_eq "ml: client exit" 0 "$rc"
 sr_expect_grep "ml: no request failed, every byte right" "failed=0 mismatches=0" "$out"
 r1=$(reqs_of "$SR_NET.1" "$out") r2=$(reqs_of "$SR_NET2.1" "$out")
 rtt1=$(field_of "$SR_NET.1" "$out" hb_rtt_us) rtt2=$(field_of "$SR_NET2.1" "$out" hb_rtt_us)
-echo "ml: path 1 (fast) carried ${r1:-?}, path 2 (+20 ms) ${r2:-?}; heartbeat rtt ${rtt1:-?} us / ${rtt2:-?} us"
+min1=$(field_of "$SR_NET.1" "$out" hb_rtt_min_us) min2=$(field_of "$SR_NET2.1" "$out" hb_rtt_min_us)
+echo "ml: path 1 (fast) carried ${r1:-?}, path 2 (+20 ms) ${r2:-?}; heartbeat rtt last ${rtt1:-?} us /" \
+	"${rtt2:-?} us, smallest ${min1:-?} us / ${min2:-?} us"
 # (Both paths start alike until the first heartbeat round trips are measured, one interval.)
 sr_expect_ge "ml: the fast path carried at least 90% of the 2000 requests" 1800 "${r1:-0}"
-sr_expect_ge "ml: path 2's heartbeat round trip shows the 20 ms" 20000 "${rtt2:-0}"
-sr_expect_ge "ml: path 2's heartbeat round trip above path 1's" $(( ${rtt1:-999999999} + 1 )) "${rtt2:-0}"
+# The paths' round trips are compared by their smallest heartbeat round trip: the last one
+# carries whatever scheduling delay the last heartbeat met (beside busy loops at load 19 path
+# 1's last was 102,647 us; at load 16 once above path 2's), the smallest is the path's own.
+sr_expect_ge "ml: path 2's heartbeat round trips show the 20 ms (smallest)" 20000 "${min2:-0}"
+sr_expect_ge "ml: path 2's smallest heartbeat round trip above path 1's" \
+	$(( ${min1:-999999999} + 1 )) "${min2:-0}"
 odp=$(cat "$SR_TMP"/ml-*.stats 2>/dev/null | awk '$2 == "odp_accesses" { s += $3 } END { print s + 0 }')
 echo "ml: accesses to the client's implicit ODP registration: $odp"
 sr_expect_ge "ml: the requests went zero copy through the implicit ODP registration (-O)" 1 "$odp"

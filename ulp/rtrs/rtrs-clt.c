@@ -78,6 +78,8 @@ struct clt_path {
 	int state, removing;
 	uint64_t state_ns, reconnect_at, hb_sent_ns;
 	int hb_wait;
+	/* heartbeats sent and not answered yet (reliable connection: each is answered once) */
+	unsigned int hb_out;
 	unsigned int attempts;
 	struct rtrs_path_stats st;
 	char why[160];	/* what made the next path_fail's EIO (printed with it) */
@@ -305,6 +307,7 @@ static void path_teardown(struct clt_path *p)
 	p->pd = NULL;
 	p->nest = 0;
 	p->hb_wait = 0;
+	p->hb_out = 0;
 	p->st.hb_missed = 0;
 }
 
@@ -983,8 +986,20 @@ static int poll_con(struct rtrs_clt *c, struct clt_con *con)
 					}
 					req_done(c, &c->reqs[id], err);
 				} else if (t == RTRS_HB_ACK_IMM) {
-					uint64_t rtt = (rtrs_now_ns() - p->hb_sent_ns) / 1000;
-					p->st.hb_rtt_us = rtt ? (uint32_t)rtt : 1;
+					/* A round trip only from the answer of the one heartbeat
+					 * outstanding: with an older one unanswered too (sent again
+					 * after an interval without an answer), this may be the
+					 * older one's, and timing it from the newer one's send gave
+					 * a path 20 ms away a 12 ms round trip (Karn's rule). */
+					if (p->hb_out == 1) {
+						uint64_t rtt = (rtrs_now_ns() - p->hb_sent_ns) / 1000;
+						p->st.hb_rtt_us = rtt ? (uint32_t)rtt : 1;
+						if (!p->st.hb_rtt_min_us ||
+						    p->st.hb_rtt_us < p->st.hb_rtt_min_us)
+							p->st.hb_rtt_min_us = p->st.hb_rtt_us;
+					}
+					if (p->hb_out)
+						p->hb_out--;
 				} else if (t == RTRS_HB_MSG_IMM) {
 					post_imm0(con, rtrs_to_imm(RTRS_HB_ACK_IMM, 0));
 				}
@@ -1053,6 +1068,7 @@ static void timers(struct rtrs_clt *c, uint64_t now)
 			}
 			p->hb_wait = 1;
 			p->hb_sent_ns = now;
+			p->hb_out++;
 			p->st.hb_sent++;
 			if (post_imm0(&p->cons[0], rtrs_to_imm(RTRS_HB_MSG_IMM, 0))) {
 				snprintf(p->why, sizeof(p->why), "heartbeat post: %s", strerror(errno));

@@ -415,11 +415,12 @@ static int client(int argc, char **argv)
 	int npaths = rtrs_clt_path_stats(clt, st, 16);
 	for (int i = 0; i < npaths && i < 16; i++)
 		printf("path %s state=%d reqs=%llu failovers=%llu reconnects=%llu hb_rtt_us=%u "
-		       "hb_sent=%llu hb_missed_total=%llu errors=%llu rkey_renewals=%llu\n",
+		       "hb_rtt_min_us=%u hb_sent=%llu hb_missed_total=%llu errors=%llu "
+		       "rkey_renewals=%llu\n",
 		       st[i].dst, st[i].state,
 		       (unsigned long long)(st[i].reqs_read + st[i].reqs_write),
 		       (unsigned long long)st[i].failovers, (unsigned long long)st[i].reconnects,
-		       st[i].hb_rtt_us, (unsigned long long)st[i].hb_sent,
+		       st[i].hb_rtt_us, st[i].hb_rtt_min_us, (unsigned long long)st[i].hb_sent,
 		       (unsigned long long)st[i].hb_missed_total, (unsigned long long)st[i].errors,
 		       (unsigned long long)st[i].rkey_renewals);
 	printf("ios=%ld completed=%ld failed=%ld mismatches=%ld seconds=%ld ok_after_fail=%ld "

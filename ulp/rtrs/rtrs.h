@@ -91,6 +91,7 @@ struct rtrs_path_stats {
 	uint64_t hb_sent, hb_missed_total;
 	uint32_t hb_rtt_us;	/* last heartbeat round trip (0 before the first) */
 	uint32_t hb_missed;	/* heartbeats missed in a row now */
+	uint32_t hb_rtt_min_us;	/* client: the smallest heartbeat round trip (0 before the first) */
 	uint64_t errors;	/* requests answered with an error */
 	uint64_t bad_msgs;	/* server: malformed requests (each closed the path) */
 	uint64_t rkey_renewals;	/* always_invalidate: server chunk rkeys renewed */
