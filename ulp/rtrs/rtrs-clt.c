@@ -1068,6 +1068,11 @@ static void timers(struct rtrs_clt *c, uint64_t now)
 			}
 			p->hb_wait = 1;
 			p->hb_sent_ns = now;
+			/* (an answer the peer could not post never comes: after hb_missed_max
+			 * heartbeats still outstanding the older ones count as lost, so that
+			 * the round trip cannot freeze for the rest of the connection) */
+			if (p->hb_out >= c->o.hb_missed_max)
+				p->hb_out = 0;
 			p->hb_out++;
 			p->st.hb_sent++;
 			if (post_imm0(&p->cons[0], rtrs_to_imm(RTRS_HB_MSG_IMM, 0))) {
