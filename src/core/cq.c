@@ -319,17 +319,20 @@ int sr_channel_get(struct sr_channel *ch, struct sr_cq **out)
 		bool rx = false;
 		int n, err;
 
+		/* The delivery is counted before the channel's lock is let go: sr_cq_destroy
+		 * purges under that lock and then waits for the acks of what was counted, so a
+		 * CQ taken off the queue but not yet counted was freed under this thread. */
 		pthread_mutex_lock(&ch->lock);
 		if (ch->tail != ch->head) {
 			cq = ch->q[ch->tail++ % ch->cap];
 			if (ch->tail == ch->head)
 				flag_clear(ch->ch.fd);
-		}
-		pthread_mutex_unlock(&ch->lock);
-		if (cq) {
 			pthread_mutex_lock(&cq->ibcq.mutex);
 			cq->comp_events_delivered++;
 			pthread_mutex_unlock(&cq->ibcq.mutex);
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (cq) {
 			*out = cq;
 			ret = 0;
 			break;
@@ -703,6 +706,49 @@ void sr_async_event_purge(struct sr_ctx *ctx, void *element)
 	pthread_mutex_unlock(&ctx->ev_lock);
 }
 
+/* Counts an event taken off the queue against its object, so that its destroy (which purges
+ * the queue under ev_lock, then waits until every counted event was acked) cannot free it
+ * under the taker. Called with ev_lock held. */
+static void async_delivered(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct sr_qp *qp = sr_qp(ev->element.qp);
+
+		pthread_mutex_lock(&qp->qpx.qp_base.mutex);
+		qp->async_events_delivered++;
+		pthread_mutex_unlock(&qp->qpx.qp_base.mutex);
+		break;
+	}
+	case IBV_EVENT_CQ_ERR: {
+		struct sr_cq *cq = sr_cq(ev->element.cq);
+
+		pthread_mutex_lock(&cq->ibcq.mutex);
+		cq->async_events_delivered++;
+		pthread_mutex_unlock(&cq->ibcq.mutex);
+		break;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct sr_srq *srq = sr_srq(ev->element.srq);
+
+		pthread_mutex_lock(&srq->ibsrq.mutex);
+		srq->async_events_delivered++;
+		pthread_mutex_unlock(&srq->ibsrq.mutex);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
 int sr_async_event_get(struct sr_ctx *ctx, struct ibv_async_event *out)
 {
 	for (;;) {
@@ -714,6 +760,7 @@ int sr_async_event_get(struct sr_ctx *ctx, struct ibv_async_event *out)
 			*out = ctx->evq[ctx->ev_tail++ % ctx->ev_cap].ev;
 			if (ctx->ev_tail == ctx->ev_head)
 				flag_clear(ctx->vctx.context.async_fd);
+			async_delivered(out);	/* under ev_lock, as sr_channel_get's count */
 			got = true;
 		}
 		pthread_mutex_unlock(&ctx->ev_lock);

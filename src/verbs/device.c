@@ -369,27 +369,7 @@ int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 		errno = -ret;	/* EAGAIN on a non-blocking fd with nothing queued */
 		return -1;
 	}
-	/* Count deliveries so destroy can wait for the matching acks (as rdma-core does). */
-	if (event_is_qp(ev->event_type)) {
-		struct sr_qp *qp = sr_qp(ev->element.qp);
-
-		pthread_mutex_lock(&qp->qpx.qp_base.mutex);
-		qp->async_events_delivered++;
-		pthread_mutex_unlock(&qp->qpx.qp_base.mutex);
-	} else if (ev->event_type == IBV_EVENT_CQ_ERR) {
-		struct sr_cq *cq = sr_cq(ev->element.cq);
-
-		pthread_mutex_lock(&cq->ibcq.mutex);
-		cq->async_events_delivered++;
-		pthread_mutex_unlock(&cq->ibcq.mutex);
-	} else if (ev->event_type == IBV_EVENT_SRQ_ERR ||
-		   ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
-		struct sr_srq *srq = sr_srq(ev->element.srq);
-
-		pthread_mutex_lock(&srq->ibsrq.mutex);
-		srq->async_events_delivered++;
-		pthread_mutex_unlock(&srq->ibsrq.mutex);
-	}
+	/* Its delivery is counted (for destroy's wait for the acks) by sr_async_event_get. */
 	return 0;
 }
 
