@@ -159,6 +159,18 @@ static inline void sr_stat_add(struct sr_stats *s, enum sr_stat k, uint64_t n)
 	atomic_fetch_add_explicit(&s->v[k], n, memory_order_relaxed);
 }
 static inline void sr_stat_inc(struct sr_stats *s, enum sr_stat k) { sr_stat_add(s, k, 1); }
+/*
+ * The same for a counter whose every writer holds one lock (the receive path's counters:
+ * nic->rx_lock), so no two adds race: a load and a store, no lock-prefixed add. Exact all the
+ * same, and a reader still sees each value whole (one aligned 64-bit store). A counter bumped
+ * here must never be bumped by sr_stat_add, nor outside that lock: an add between the load and
+ * the store would be lost.
+ */
+static inline void sr_stat_add_excl(struct sr_stats *s, enum sr_stat k, uint64_t n)
+{
+	atomic_store_explicit(&s->v[k], atomic_load_explicit(&s->v[k], memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
 static inline uint64_t sr_stat_get(struct sr_stats *s, enum sr_stat k)
 {
 	return atomic_load_explicit(&s->v[k], memory_order_relaxed);

@@ -451,7 +451,7 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		n = sr_net_rx_upto(nic, nic->app_rx_empty ? 1 : SR_NET_RX_BATCH);
 		nic->app_rx_empty = n <= 0;
 		if (n > 0)
-			sr_stat_add(&nic->stats, SR_STAT_rx_app_datagrams, (uint64_t)n);
+			sr_stat_add_excl(&nic->stats, SR_STAT_rx_app_datagrams, (uint64_t)n);
 		if (n > 0 || nic->ack_list)
 			sr_resp_flush_acks(nic);
 		if (n <= 0)

@@ -861,8 +861,9 @@ static void rx_one(struct sr_nic *nic, uint8_t *buf, size_t len, const struct sr
 	struct sr_ipudp t;
 	struct sr_pkt pkt;
 
-	sr_stat_inc(&nic->stats, SR_STAT_rx_packets);
-	sr_stat_add(&nic->stats, SR_STAT_rx_bytes, len);
+	/* Every receive holds nic->rx_lock (sr_net_rx_datagram's caller too). */
+	sr_stat_add_excl(&nic->stats, SR_STAT_rx_packets, 1);
+	sr_stat_add_excl(&nic->stats, SR_STAT_rx_bytes, len);
 	tuple(&t, src, group ? group : &nic->addr);
 	t.ip_id = *id;
 	pe = sr_pkt_parse(&pkt, buf, len);

@@ -52,8 +52,9 @@ static void progress_made(struct sr_qp *qp)
 
 		if (!r)
 			r = 1;
-		sr_stat_inc(&qp->nic->stats, SR_STAT_rtt_samples);
-		sr_stat_add(&qp->nic->stats, SR_STAT_rtt_sample_us, r / 1000);
+		/* the completer runs on the receive path only: nic->rx_lock held */
+		sr_stat_add_excl(&qp->nic->stats, SR_STAT_rtt_samples, 1);
+		sr_stat_add_excl(&qp->nic->stats, SR_STAT_rtt_sample_us, r / 1000);
 		if (!qp->comp.rtt_min_ns || r < qp->comp.rtt_min_ns)
 			qp->comp.rtt_min_ns = r;
 		rtt_update(qp, r);
@@ -625,7 +626,7 @@ void sr_comp_rcv(struct sr_qp *qp, struct sr_pkt *pkt)
 		else
 			nak(qp, pkt, syn);
 	} else {
-		sr_stat_inc(&qp->nic->stats, SR_STAT_acks_rcvd);
+		sr_stat_add_excl(&qp->nic->stats, SR_STAT_acks_rcvd, 1);	/* rx_lock held */
 		if ((syn & SR_AETH_TYPE_MASK) == SR_AETH_ACK)
 			ack(qp, pkt);
 		else
