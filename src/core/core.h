@@ -645,6 +645,8 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	uint32_t recover_psn;		/* losses before this PSN belong to the last reduction */
 	uint32_t cwnd_psn;		/* comp.psn when the window last grew */
 	bool force_ackreq;		/* the packet being built asks for an ACK (a repair) */
+	bool ackreq_owed;		/* a WRITE ended without AckReq, the next WQE right behind
+					 * it, and no packet has asked since (req.c, more_follows) */
 	bool win_shut;			/* the window stopped the last pass (req.c, window_gated) */
 };
 

@@ -34,7 +34,7 @@
 	X(post_batch, INT, 32, "on an RC QP with a WQE waiting for its ACK, a posted send smaller than one packet, or of exactly one packet behind another of at least one, waits in the queue until this many wait, the ACK comes or a SEND or WRITE of more than one packet (or of one behind a smaller one) is posted, then they leave together (1: every post sends at once)") \
 	X(max_inflight, INT, 128, "largest number of unacknowledged request packets per QP (the send window)") \
 	X(ack_defer_us, INT, 50, "on an RC QP whose application answers each message with a send of its own (a ping-pong), the ACK of a message waits for that send and leaves with it (one datagram; the receiver takes the ACK first), or alone after this long (at most 5 times: the progress thread looks less often while the application polls), us: the answer then finds its peer still polling for the ACK, with no thread to wake. Toward softrdma peers only (0: ACK at once)") \
-	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message") \
+	X(ack_every, INT, 32, "request an ACK at least every this many packets of a long message, or of a stream of WRITEs of several packets each posted right behind one another") \
 	X(retry_backoff, BOOL, 1, "double the local ACK timeout after each timeout without progress (at most 2 s): a peer starved of CPU is not a dead peer") \
 	X(ooo_window, INT, 256, "responder keeps up to this many requests that arrive after a gap and runs them once it is filled (0: drop them, plain go-back-N; at most 256)") \
 	X(repair, BOOL, 1, "after a sequence NAK resend only the missing packet, while the peer is seen to keep the packets after a gap (0: always go-back-N)") \

@@ -269,6 +269,27 @@ static void test_local_prot(void)
 	CHECK_GUARD(rb.p + 64, 4096 - 64);
 	vu_pair_destroy(&p);
 
+	/* The same with a good WRITE of several packets: its LAST, with a WQE behind it, asks
+	 * for no ACK of its own (req.c, more_follows); the pass that then stops at the bad key
+	 * must still get it one. Timeout 0: no timer, no tail-loss probe, so only a packet that
+	 * asks can complete it. */
+	{
+		struct vu_conn_cfg c;
+
+		vu_conn_cfg_default(&c);
+		c.timeout = 0;
+		REQUIRE(vu_pair_create(&dev, NULL, &c, &p) == 0);
+	}
+	reset_bufs();
+	memset(lb.p, 0x6b, 3 * 1024 + 100);
+	CHECK_EQ(vu_post_write_then_bad_lkey(p.qp[0], 36, lb.mr, lb.p, 3 * 1024 + 100,
+					     (uintptr_t)rb.p, rb.mr->rkey), 0);
+	EXPECT_WC(p.scq[0], 36, IBV_WC_SUCCESS);
+	EXPECT_WC(p.scq[0], 37, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(memcmp(rb.p, lb.p, 3 * 1024 + 100), 0);
+	CHECK_GUARD(rb.p + 3 * 1024 + 100, 8192 - (3 * 1024 + 100));
+	vu_pair_destroy(&p);
+
 	/* A READ into memory registered without LOCAL_WRITE. */
 	REQUIRE(vu_buf_alloc(&dev, &nolw, 8192, IBV_ACCESS_REMOTE_READ) == 0);
 	memset(nolw.p, GUARD, 8192);
