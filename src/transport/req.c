@@ -140,7 +140,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 	uint8_t hdr[SR_MAX_HDR] __attribute__((aligned(8)));
 	uint8_t tr = sr_qp_tr(qp);
 	uint32_t off = qp->req.offset, mtu = w->seg, paylen = 0, dqpn;
-	bool first, last, ackreq = false, se = false;
+	bool first, last, ackreq = false, se = false, owed = false;
 	const struct sr_addr *dst;
 	struct sr_sgl sgl = { .n = 0 };
 	uint8_t opcode;
@@ -212,7 +212,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 								qp->comp.psn) >= sr_cwnd(qp));
 		if (ackreq)
 			qp->req.since_ackreq = 0;
-		qp->req.ackreq_owed = !ackreq && (skip || qp->req.ackreq_owed);
+		owed = !ackreq && (skip || qp->req.ackreq_owed);
 	}
 	if (last && (w->flags & IBV_SEND_SOLICITED) &&
 	    (oi->mask & (SR_M_SEND | SR_M_IMMDT)))
@@ -299,6 +299,10 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 	}
 	if (sr_psn_lt(qp->req.psn, qp->req.high_psn))
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retransmits);	/* sent before */
+	/* Only a packet that leaves settles what is owed: one that asks but failed its gather
+	 * above (a bad lkey behind a WRITE that skipped) leaves the debt to the pass's end. */
+	if (sr_qp_reliable(qp))
+		qp->req.ackreq_owed = owed;
 	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
 	sr_sgl_release(&sgl);
 	return covered;

@@ -431,11 +431,18 @@ int vu_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struc
 int vu_post_write_then_bad_lkey(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr,
 				const void *addr, uint32_t len, uint64_t raddr, uint32_t rkey)
 {
+	return vu_post_write_then_bad_lkey2(qp, wr_id, mr, addr, len, len, raddr, rkey);
+}
+
+int vu_post_write_then_bad_lkey2(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr,
+				 const void *addr, uint32_t len, uint32_t len2, uint64_t raddr,
+				 uint32_t rkey)
+{
 	struct ibv_send_wr wr[2], *bad;
 	struct ibv_sge sge[2];
 
 	for (int i = 0; i < 2; i++) {
-		one_sge(&wr[i], &sge[i], wr_id + i, IBV_WR_RDMA_WRITE, mr, addr, len,
+		one_sge(&wr[i], &sge[i], wr_id + i, IBV_WR_RDMA_WRITE, mr, addr, i ? len2 : len,
 			IBV_SEND_SIGNALED);
 		wr[i].wr.rdma.remote_addr = raddr + (uint64_t)len * i;
 		wr[i].wr.rdma.rkey = rkey;

@@ -123,6 +123,10 @@ int vu_post_rdma(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, struc
  * after the first was sent). */
 int vu_post_write_then_bad_lkey(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr,
 				const void *addr, uint32_t len, uint64_t raddr, uint32_t rkey);
+/* The same with the second (bad) WRITE len2 bytes long. */
+int vu_post_write_then_bad_lkey2(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr,
+				 const void *addr, uint32_t len, uint32_t len2, uint64_t raddr,
+				 uint32_t rkey);
 /* RDMA WRITE with immediate data imm_host (sent in network order). */
 int vu_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, struct ibv_mr *mr, const void *addr,
 		      uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_host,

@@ -289,6 +289,24 @@ static void test_local_prot(void)
 	CHECK_EQ(memcmp(rb.p, lb.p, 3 * 1024 + 100), 0);
 	CHECK_GUARD(rb.p + 3 * 1024 + 100, 8192 - (3 * 1024 + 100));
 	vu_pair_destroy(&p);
+	/* Again with a bad WRITE of one packet: that packet (the last WQE's) would ask, so the
+	 * debt must outlive its failed gather (a reviewer's case: no completion at all). */
+	{
+		struct vu_conn_cfg c;
+
+		vu_conn_cfg_default(&c);
+		c.timeout = 0;
+		REQUIRE(vu_pair_create(&dev, NULL, &c, &p) == 0);
+	}
+	reset_bufs();
+	memset(lb.p, 0x6c, 3 * 1024 + 100);
+	CHECK_EQ(vu_post_write_then_bad_lkey2(p.qp[0], 38, lb.mr, lb.p, 3 * 1024 + 100, 64,
+					      (uintptr_t)rb.p, rb.mr->rkey), 0);
+	EXPECT_WC(p.scq[0], 38, IBV_WC_SUCCESS);
+	EXPECT_WC(p.scq[0], 39, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(memcmp(rb.p, lb.p, 3 * 1024 + 100), 0);
+	CHECK_GUARD(rb.p + 3 * 1024 + 100, 8192 - (3 * 1024 + 100));
+	vu_pair_destroy(&p);
 
 	/* A READ into memory registered without LOCAL_WRITE. */
 	REQUIRE(vu_buf_alloc(&dev, &nolw, 8192, IBV_ACCESS_REMOTE_READ) == 0);
