@@ -83,6 +83,11 @@ struct clt_path {
 	unsigned int attempts;
 	struct rtrs_path_stats st;
 	char why[160];	/* what made the next path_fail's EIO (printed with it) */
+	/* rtrs_clt_request posts with mu dropped, holding post_lk for reading; path_teardown
+	 * holds it for writing while it destroys the QPs, windows and MRs, and counts gen: a
+	 * poster that finds gen changed does not post (path_fail has taken its request) */
+	pthread_rwlock_t post_lk;
+	unsigned int gen;
 };
 
 enum { REQ_FREE, REQ_PENDING, REQ_INFLIGHT };
@@ -281,6 +286,8 @@ static void con_destroy(struct clt_con *con)
 
 static void path_teardown(struct clt_path *p)
 {
+	pthread_rwlock_wrlock(&p->post_lk);
+	p->gen++;
 	for (unsigned int i = 0; i < CLT_MAX_CONS; i++)
 		con_destroy(&p->cons[i]);
 	/* windows before the MR they are bound to */
@@ -309,6 +316,7 @@ static void path_teardown(struct clt_path *p)
 	p->hb_wait = 0;
 	p->hb_out = 0;
 	p->st.hb_missed = 0;
+	pthread_rwlock_unlock(&p->post_lk);
 }
 
 /* Registers the caller's region i in path p's PD: local write for a WRITE's gather, and for a
@@ -393,18 +401,35 @@ static struct clt_con *req_con(struct clt_path *p, uint32_t id)
 	return &p->cons[1 + id % (p->cid_num - 1)];
 }
 
-static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p)
+/* A request's work requests, built under c->mu (req_build) and posted with or without it. */
+struct clt_post {
+	struct clt_req *r;
+	struct clt_path *p;
+	struct ibv_qp *qp;
+	unsigned int gen;	/* p->gen when built */
+	struct ibv_sge sge[CLT_MAX_SEND_SGE];
+	struct ibv_send_wr pre[2], wr, *head;
+	int win;	/* a READ window's bind: its state before, to undo */
+	uint32_t okey;
+	uint8_t obound;
+};
+
+/* Under c->mu: builds r's post on path p and books it as posted (window key, counters,
+ * INFLIGHT on p), so that neither an answer nor path_fail finds it otherwise once it leaves;
+ * req_unpost undoes what a failed ibv_post_send did not send. */
+static int req_build(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p,
+		     struct clt_post *w)
 {
 	struct clt_con *con = c->new_rkey ? req_con(p, r->id) :
 			      &p->cons[1 + (p->rr++ % (p->cid_num - 1))];
 	char *data = c->data + (size_t)r->id * c->chunk;
 	char *m = c->msg + (size_t)r->id * c->msg_stride;
 	struct ibv_mr *umr = r->ubuf >= 0 ? p->umr[r->ubuf] : NULL;
-	struct ibv_sge sge[CLT_MAX_SEND_SGE];
+	struct ibv_sge *sge = w->sge;
 	int nsge = 0;
 	uint32_t off, rdma_off = 0;	/* rdma_off: where in the chunk the WRITE lands */
-	struct ibv_send_wr pre[2], *head = NULL;
-	uint32_t nk = 0;	/* the READ window's new key, kept only once posted */
+	struct ibv_send_wr *pre = w->pre, *head = NULL;
+	uint32_t nk = 0;	/* the READ window's new key */
 	int win = 0;
 	unsigned int pieces = 0, first = 0;
 
@@ -487,26 +512,25 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p)
 						p->msg_mr->lkey };
 		r->bounced = !zc;
 	}
-	struct ibv_send_wr wr = { .wr_id = r->id, .sg_list = sge, .num_sge = nsge,
-				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-				  .send_flags = rtrs_signal(&con->wr_cnt) }, *bad;
-	wr.imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
-	wr.wr.rdma.remote_addr = p->rbufs[r->id].addr + rdma_off;
-	wr.wr.rdma.rkey = p->rbufs[r->id].key;
-	head = rtrs_wr_append(head, &wr);
-	int rc = ibv_post_send(con->qp, head, &bad);
+	struct ibv_send_wr *wr = &w->wr;
+	*wr = (struct ibv_send_wr){ .wr_id = r->id, .sg_list = sge, .num_sge = nsge,
+				    .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				    .send_flags = rtrs_signal(&con->wr_cnt) };
+	wr->imm_data = htobe32(rtrs_to_imm(RTRS_IO_REQ_IMM, r->id << c->mem_bits | off));
+	wr->wr.rdma.remote_addr = p->rbufs[r->id].addr + rdma_off;
+	wr->wr.rdma.rkey = p->rbufs[r->id].key;
+	w->head = rtrs_wr_append(head, wr);
+	w->r = r;
+	w->p = p;
+	w->qp = con->qp;
+	w->gen = p->gen;
+	w->win = win;
 	if (win) {
-		/* the window's state follows what was posted: the WRs before *bad were */
-		struct ibv_send_wr *bind = head->next == &wr ? head : head->next;
-		if (!rc || bad == &wr) {
-			p->rmw_key[r->id] = nk;
-			p->rmw_bound[r->id] = 1;
-		} else if (bad == bind && bind != head) {
-			p->rmw_bound[r->id] = 0;	/* only the LOCAL_INV went */
-		}
+		w->okey = p->rmw_key[r->id];
+		w->obound = p->rmw_bound[r->id];
+		p->rmw_key[r->id] = nk;
+		p->rmw_bound[r->id] = 1;
 	}
-	if (rc)
-		return EIO;	/* not counted: the request is posted again later (pending) */
 	if (r->dir == RTRS_WRITE) {
 		p->st.reqs_write++;
 		p->st.bytes_write += r->len;
@@ -517,6 +541,51 @@ static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p)
 	r->path = p;
 	r->state = REQ_INFLIGHT;
 	p->st.inflight++;
+	return 0;
+}
+
+/* Under c->mu: ibv_post_send of w failed at *bad: r goes back to PENDING (posted again
+ * later), the window's state follows what was sent (the WRs before *bad). */
+static void req_unpost(struct clt_post *w, struct ibv_send_wr *bad)
+{
+	struct clt_req *r = w->r;
+	struct clt_path *p = w->p;
+
+	if (w->win && bad != &w->wr) {
+		struct ibv_send_wr *bind = w->head->next == &w->wr ? w->head : w->head->next;
+		if (bad == bind && bind != w->head) {
+			p->rmw_key[r->id] = w->okey;	/* only the LOCAL_INV went */
+			p->rmw_bound[r->id] = 0;
+		} else {
+			p->rmw_key[r->id] = w->okey;
+			p->rmw_bound[r->id] = w->obound;
+		}
+	}
+	if (r->dir == RTRS_WRITE) {
+		p->st.reqs_write--;
+		p->st.bytes_write -= r->len;
+	} else {
+		p->st.reqs_read--;
+		p->st.bytes_read -= r->len;
+	}
+	r->path = NULL;
+	r->state = REQ_PENDING;
+	p->st.inflight--;
+}
+
+/* Under c->mu: builds and posts r on p. */
+static int req_post(struct rtrs_clt *c, struct clt_req *r, struct clt_path *p)
+{
+	struct clt_post w;
+	struct ibv_send_wr *bad;
+	int rc = req_build(c, r, p, &w);
+
+	if (rc)
+		return rc;
+	if (ibv_post_send(w.qp, w.head, &bad)) {
+		req_unpost(&w, bad);
+		return EIO;	/* not counted: the request is posted again later (pending) */
+	}
 	return 0;
 }
 
@@ -1396,6 +1465,8 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 		snprintf(c->stats_dir, sizeof(c->stats_dir), "%s", sd);
 	rand_bytes(c->uuid, 16);
 	pthread_mutex_init(&c->mu, NULL);
+	for (int i = 0; i < CLT_MAX_PATHS; i++)
+		pthread_rwlock_init(&c->paths[i].post_lk, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1616,13 +1687,34 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 	if (r->ubuf >= 0)
 		c->ubufs[r->ubuf].refs++;
 	struct clt_path *p = fp ? fp : pick_path(c, NULL);
-	if (p && req_post(c, r, p))
+	struct clt_post w;
+	if (p && req_build(c, r, p, &w))
 		p = NULL;
 	/* no path now: the event thread places it or fails it after fail_timeout_ms; a request
 	 * whose caller does not poll for it needs the event thread's CQs armed */
 	c->poll_mode = !!(flags & RTRS_REQ_POLL);
 	int kick = !p || (!c->poll_mode && ev_kick_needed(c));
 	pthread_mutex_unlock(&c->mu);
+	if (p) {
+		/* posted without mu: on softrdma the post sends the datagram (into the veth, to
+		 * the receiver's socket), long enough that the other submitting threads and the
+		 * event thread's completions would wait for mu behind it (docs/rtrs.md, "The
+		 * client's post"). Once posted r is the answer's: not touched here again. */
+		struct ibv_send_wr *bad = NULL;
+		int rc = 0;
+		pthread_rwlock_rdlock(&p->post_lk);
+		if (p->gen == w.gen)	/* else path_fail has taken r (moved or pending) */
+			rc = ibv_post_send(w.qp, w.head, &bad);
+		pthread_rwlock_unlock(&p->post_lk);
+		if (rc) {
+			/* nothing of r's request went, so no answer can have freed it */
+			clt_lock(c);
+			if (p->gen == w.gen && r->state == REQ_INFLIGHT && r->path == p)
+				req_unpost(&w, bad);
+			pthread_mutex_unlock(&c->mu);
+			kick = 1;
+		}
+	}
 	if (kick)
 		ev_kick(c);
 	return 0;
