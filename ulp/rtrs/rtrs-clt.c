@@ -1688,14 +1688,16 @@ int rtrs_clt_request(struct rtrs_clt *c, enum rtrs_dir dir, rtrs_conf_fn conf, v
 		c->ubufs[r->ubuf].refs++;
 	struct clt_path *p = fp ? fp : pick_path(c, NULL);
 	struct clt_post w;
-	if (p && req_build(c, r, p, &w))
+	/* alone in flight (depth 1), nobody waits for mu: posted under it, as before */
+	int unlocked = p && c->qd - c->nfree > 1;
+	if (p && (unlocked ? req_build(c, r, p, &w) : req_post(c, r, p)))
 		p = NULL;
 	/* no path now: the event thread places it or fails it after fail_timeout_ms; a request
 	 * whose caller does not poll for it needs the event thread's CQs armed */
 	c->poll_mode = !!(flags & RTRS_REQ_POLL);
 	int kick = !p || (!c->poll_mode && ev_kick_needed(c));
 	pthread_mutex_unlock(&c->mu);
-	if (p) {
+	if (p && unlocked) {
 		/* posted without mu: on softrdma the post sends the datagram (into the veth, to
 		 * the receiver's socket), long enough that the other submitting threads and the
 		 * event thread's completions would wait for mu behind it (docs/rtrs.md, "The
