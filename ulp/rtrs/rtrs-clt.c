@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,10 +86,16 @@ struct clt_path {
 	char why[160];	/* what made the next path_fail's EIO (printed with it) */
 	/* rtrs_clt_request posts with mu dropped, holding post_lk for reading; path_teardown
 	 * holds it for writing while it destroys the QPs, windows and MRs, and counts gen: a
-	 * poster that finds gen changed does not post (path_fail has taken its request) */
+	 * poster that finds gen changed does not post (path_fail has taken its request).
+	 * Both stay the last fields: path_init clears only what is before them, so a slot
+	 * reused by rtrs_clt_add_path keeps its lock (a stale poster may still hold it) and
+	 * its gen keeps counting up (reset to 0, a stale poster's gen 0 would match again and
+	 * it would post on the QP the teardown destroyed). */
 	pthread_rwlock_t post_lk;
 	unsigned int gen;
 };
+_Static_assert(offsetof(struct clt_path, gen) > offsetof(struct clt_path, post_lk),
+	       "path_init clears a clt_path up to post_lk");
 
 enum { REQ_FREE, REQ_PENDING, REQ_INFLIGHT };
 
@@ -1411,7 +1418,7 @@ static void *clt_cm_thread(void *arg)
 
 static int path_init(struct rtrs_clt *c, struct clt_path *p, const struct rtrs_path_addr *a)
 {
-	memset(p, 0, sizeof(*p));
+	memset(p, 0, offsetof(struct clt_path, post_lk));	/* not post_lk, gen: above */
 	p->clt = c;
 	if (rtrs_parse_addr(a->dst, &p->dst, 0))
 		return EINVAL;
