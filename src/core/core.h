@@ -223,6 +223,8 @@ static inline struct sr_ctx *sr_ctx(struct ibv_context *c)
 void sr_async_event(struct sr_ctx *ctx, enum ibv_event_type type, void *element);
 /* Removes queued, undelivered events about element (before it is destroyed). */
 void sr_async_event_purge(struct sr_ctx *ctx, void *element);
+/* Whether an asynchronous event's element is a QP. */
+bool sr_event_is_qp(enum ibv_event_type t);
 /* ibv_event_type_str's text (cq.c). */
 const char *sr_event_type_str(enum ibv_event_type event);
 

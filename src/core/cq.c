@@ -709,9 +709,9 @@ void sr_async_event_purge(struct sr_ctx *ctx, void *element)
 /* Counts an event taken off the queue against its object, so that its destroy (which purges
  * the queue under ev_lock, then waits until every counted event was acked) cannot free it
  * under the taker. Called with ev_lock held. */
-static void async_delivered(const struct ibv_async_event *ev)
+bool sr_event_is_qp(enum ibv_event_type t)
 {
-	switch (ev->event_type) {
+	switch (t) {
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
@@ -719,14 +719,24 @@ static void async_delivered(const struct ibv_async_event *ev)
 	case IBV_EVENT_SQ_DRAINED:
 	case IBV_EVENT_PATH_MIG:
 	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void async_delivered(const struct ibv_async_event *ev)
+{
+	if (sr_event_is_qp(ev->event_type)) {
 		struct sr_qp *qp = sr_qp(ev->element.qp);
 
 		pthread_mutex_lock(&qp->qpx.qp_base.mutex);
 		qp->async_events_delivered++;
 		pthread_mutex_unlock(&qp->qpx.qp_base.mutex);
-		break;
+		return;
 	}
+	switch (ev->event_type) {
 	case IBV_EVENT_CQ_ERR: {
 		struct sr_cq *cq = sr_cq(ev->element.cq);
 

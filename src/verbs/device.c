@@ -344,22 +344,6 @@ int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey)
 }
 
 /* ---- asynchronous events -------------------------------------------------------------------- */
-static bool event_is_qp(enum ibv_event_type t)
-{
-	switch (t) {
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
-		return true;
-	default:
-		return false;
-	}
-}
 
 int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 {
@@ -375,7 +359,7 @@ int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 
 void ibv_ack_async_event(struct ibv_async_event *ev)
 {
-	if (event_is_qp(ev->event_type)) {
+	if (sr_event_is_qp(ev->event_type)) {
 		struct ibv_qp *qp = ev->element.qp;
 
 		pthread_mutex_lock(&qp->mutex);

@@ -218,6 +218,29 @@ static void test_remote_access(void)
 }
 
 /* A bad local key: local protection error, nothing leaves, the QP goes to ERR (the peer not). */
+/* A WRITE of several packets (wr_id id) and behind it, in the same post, a WRITE of len2 bytes
+ * with a bad lkey, on a QP with timeout 0: no timer and no tail-loss probe, so only a packet
+ * that asks for an ACK can complete the first. SUCCESS, then LOC_PROT_ERR. */
+static void write_then_bad_no_timer(uint64_t id, uint32_t len2, int fill)
+{
+	const uint32_t len = 3 * 1024 + 100;
+	struct vu_conn_cfg c;
+	struct vu_pair p;
+
+	vu_conn_cfg_default(&c);
+	c.timeout = 0;
+	REQUIRE(vu_pair_create(&dev, NULL, &c, &p) == 0);
+	reset_bufs();
+	memset(lb.p, fill, len);
+	CHECK_EQ(vu_post_write_then_bad_lkey2(p.qp[0], id, lb.mr, lb.p, len, len2,
+					      (uintptr_t)rb.p, rb.mr->rkey), 0);
+	EXPECT_WC(p.scq[0], id, IBV_WC_SUCCESS);
+	EXPECT_WC(p.scq[0], id + 1, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(memcmp(rb.p, lb.p, len), 0);
+	CHECK_GUARD(rb.p + len, 8192 - len);
+	vu_pair_destroy(&p);
+}
+
 static void test_local_prot(void)
 {
 	struct vu_pair p;
@@ -271,42 +294,11 @@ static void test_local_prot(void)
 
 	/* The same with a good WRITE of several packets: its LAST, with a WQE behind it, asks
 	 * for no ACK of its own (req.c, more_follows); the pass that then stops at the bad key
-	 * must still get it one. Timeout 0: no timer, no tail-loss probe, so only a packet that
-	 * asks can complete it. */
-	{
-		struct vu_conn_cfg c;
-
-		vu_conn_cfg_default(&c);
-		c.timeout = 0;
-		REQUIRE(vu_pair_create(&dev, NULL, &c, &p) == 0);
-	}
-	reset_bufs();
-	memset(lb.p, 0x6b, 3 * 1024 + 100);
-	CHECK_EQ(vu_post_write_then_bad_lkey(p.qp[0], 36, lb.mr, lb.p, 3 * 1024 + 100,
-					     (uintptr_t)rb.p, rb.mr->rkey), 0);
-	EXPECT_WC(p.scq[0], 36, IBV_WC_SUCCESS);
-	EXPECT_WC(p.scq[0], 37, IBV_WC_LOC_PROT_ERR);
-	CHECK_EQ(memcmp(rb.p, lb.p, 3 * 1024 + 100), 0);
-	CHECK_GUARD(rb.p + 3 * 1024 + 100, 8192 - (3 * 1024 + 100));
-	vu_pair_destroy(&p);
-	/* Again with a bad WRITE of one packet: that packet (the last WQE's) would ask, so the
-	 * debt must outlive its failed gather (a reviewer's case: no completion at all). */
-	{
-		struct vu_conn_cfg c;
-
-		vu_conn_cfg_default(&c);
-		c.timeout = 0;
-		REQUIRE(vu_pair_create(&dev, NULL, &c, &p) == 0);
-	}
-	reset_bufs();
-	memset(lb.p, 0x6c, 3 * 1024 + 100);
-	CHECK_EQ(vu_post_write_then_bad_lkey2(p.qp[0], 38, lb.mr, lb.p, 3 * 1024 + 100, 64,
-					      (uintptr_t)rb.p, rb.mr->rkey), 0);
-	EXPECT_WC(p.scq[0], 38, IBV_WC_SUCCESS);
-	EXPECT_WC(p.scq[0], 39, IBV_WC_LOC_PROT_ERR);
-	CHECK_EQ(memcmp(rb.p, lb.p, 3 * 1024 + 100), 0);
-	CHECK_GUARD(rb.p + 3 * 1024 + 100, 8192 - (3 * 1024 + 100));
-	vu_pair_destroy(&p);
+	 * must still get it one. Then with a bad WRITE of one packet: that packet (the last
+	 * WQE's) would ask, so the debt must outlive its failed gather (a reviewer's case: no
+	 * completion at all). */
+	write_then_bad_no_timer(36, 3 * 1024 + 100, 0x6b);
+	write_then_bad_no_timer(38, 64, 0x6c);
 
 	/* A READ into memory registered without LOCAL_WRITE. */
 	REQUIRE(vu_buf_alloc(&dev, &nolw, 8192, IBV_ACCESS_REMOTE_READ) == 0);
