@@ -706,9 +706,6 @@ void sr_async_event_purge(struct sr_ctx *ctx, void *element)
 	pthread_mutex_unlock(&ctx->ev_lock);
 }
 
-/* Counts an event taken off the queue against its object, so that its destroy (which purges
- * the queue under ev_lock, then waits until every counted event was acked) cannot free it
- * under the taker. Called with ev_lock held. */
 bool sr_event_is_qp(enum ibv_event_type t)
 {
 	switch (t) {
@@ -726,6 +723,9 @@ bool sr_event_is_qp(enum ibv_event_type t)
 	}
 }
 
+/* Counts an event taken off the queue against its object, so that its destroy (which purges
+ * the queue under ev_lock, then waits until every counted event was acked) cannot free it
+ * under the taker. Called with ev_lock held. */
 static void async_delivered(const struct ibv_async_event *ev)
 {
 	if (sr_event_is_qp(ev->event_type)) {
@@ -734,28 +734,19 @@ static void async_delivered(const struct ibv_async_event *ev)
 		pthread_mutex_lock(&qp->qpx.qp_base.mutex);
 		qp->async_events_delivered++;
 		pthread_mutex_unlock(&qp->qpx.qp_base.mutex);
-		return;
-	}
-	switch (ev->event_type) {
-	case IBV_EVENT_CQ_ERR: {
+	} else if (ev->event_type == IBV_EVENT_CQ_ERR) {
 		struct sr_cq *cq = sr_cq(ev->element.cq);
 
 		pthread_mutex_lock(&cq->ibcq.mutex);
 		cq->async_events_delivered++;
 		pthread_mutex_unlock(&cq->ibcq.mutex);
-		break;
-	}
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+	} else if (ev->event_type == IBV_EVENT_SRQ_ERR ||
+		   ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
 		struct sr_srq *srq = sr_srq(ev->element.srq);
 
 		pthread_mutex_lock(&srq->ibsrq.mutex);
 		srq->async_events_delivered++;
 		pthread_mutex_unlock(&srq->ibsrq.mutex);
-		break;
-	}
-	default:
-		break;
 	}
 }
 
