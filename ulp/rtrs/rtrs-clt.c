@@ -560,13 +560,10 @@ static void req_unpost(struct clt_post *w, struct ibv_send_wr *bad)
 
 	if (w->win && bad != &w->wr) {
 		struct ibv_send_wr *bind = w->head->next == &w->wr ? w->head : w->head->next;
-		if (bad == bind && bind != w->head) {
-			p->rmw_key[r->id] = w->okey;	/* only the LOCAL_INV went */
-			p->rmw_bound[r->id] = 0;
-		} else {
-			p->rmw_key[r->id] = w->okey;
-			p->rmw_bound[r->id] = w->obound;
-		}
+
+		p->rmw_key[r->id] = w->okey;
+		/* only the LOCAL_INV went: the window is unbound, its key unchanged */
+		p->rmw_bound[r->id] = bad == bind && bind != w->head ? 0 : w->obound;
 	}
 	if (r->dir == RTRS_WRITE) {
 		p->st.reqs_write--;
