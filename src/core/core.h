@@ -148,6 +148,7 @@ struct sr_nic {
 	bool gso;			/* batches leave as one UDP GSO send (udp.c) */
 	bool gro;			/* the socket takes coalesced datagrams (UDP_GRO) */
 	uint32_t max_inflight, ack_every;
+	uint32_t ack_lazy;		/* param ack_lazy (0: off, also when ack_defer_us is 0) */
 
 	struct sr_table qps;		/* by QPN index */
 	struct sr_qp *gsi;		/* QP1, the GSI QP (under qps.lock): sr_qp_make_gsi */
@@ -171,6 +172,9 @@ struct sr_nic {
 	struct sr_qp *ack_list;		/* QPs with a coalesced ACK to send after this batch, or
 					 * a deferred one (rx_lock) */
 	_Atomic uint64_t ack_due;	/* earliest deferred ACK's deadline (0: none) */
+	_Atomic uint64_t unasked_due;	/* earliest ACK of unasked message ends (resp.c,
+					 * ack_unasked): the thread looks for it at its usual
+					 * cadence, not every ack_defer_us (0: none) */
 	_Atomic uint64_t ack_deferred_ns;	/* when an ACK was last deferred */
 	_Atomic uint64_t wake_at;	/* when the progress thread wakes at the latest */
 	_Atomic uint64_t watch_slack_ns;	/* a watch that grew (rx_watch_max_us): how long
@@ -650,6 +654,10 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	bool ackreq_owed;		/* a WRITE ended without AckReq, the next WQE right behind
 					 * it, and no packet has asked since (req.c, more_follows) */
 	bool win_shut;			/* the window stopped the last pass (req.c, window_gated) */
+	/* Message ends that do not ask (param ack_lazy, req.c ack_lazy_ok). */
+	uint32_t ask_end;		/* one past the PSN of the last packet that asked for an
+					 * ACK: one is coming while comp.psn is below it */
+	uint64_t ask_ns;		/* when a message end that could have skipped last asked */
 };
 
 struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
@@ -732,6 +740,10 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint8_t cur_class;		/* class of the message being executed */
 	uint8_t ack_class;		/* class of the message of ack_psn */
 	uint64_t ack_due;		/* a deferred ACK leaves with the next post or at this time */
+	/* The pending ACK is owed only to message ends that did not ask (param ack_lazy): it
+	 * leaves with any other ACK or response, or alone at unasked_due. */
+	bool ack_unasked;
+	uint64_t unasked_due;		/* 0 until the batch's flush sets it */
 };
 
 struct sr_qp {

@@ -852,6 +852,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 		qp->req.psn = qp->attr.sq_psn;
 		qp->req.high_psn = qp->attr.sq_psn;
 		qp->comp.psn = qp->attr.sq_psn;
+		qp->req.ask_end = qp->attr.sq_psn;
 		qp->req.cwnd = 0;	/* re-initialised from comp.psn at first use */
 	}
 	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)

@@ -63,6 +63,8 @@
 	X(acks_sent, "ACK packets sent")                                            \
 	X(acks_deferred, "ACKs that waited for the application's answer and left with it (param ack_defer_us)") \
 	X(acks_deferred_late, "deferred ACKs sent alone: no answer within ack_defer_us")  \
+	X(acks_unasked, "ACKs sent alone for message ends that did not ask (param ack_lazy): no other ACK or response covered them within 2 x ack_defer_us") \
+	X(ackreq_skipped, "message ends sent without AckReq: the last packet of an unsignaled SEND or WRITE toward a softrdma peer (param ack_lazy)") \
 	X(acks_rcvd, "ACK packets received")                                        \
 	X(drop_short, "dropped: too short for its headers")                         \
 	X(drop_opcode, "dropped: invalid or unsupported opcode")                    \

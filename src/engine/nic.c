@@ -416,6 +416,19 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
  */
 #define SR_APP_LOCKED_YIELD_NS 5000ull
 
+/* Whether the ACK list holds an ACK due by now, or one not judged yet (rx_lock held): the
+ * ACKs of unasked message ends (resp.c, ack_unasked) stay on the list across a ping-pong's
+ * turns, and an empty poll need not look at them every time. */
+static bool ack_list_due(struct sr_nic *nic, uint64_t now)
+{
+	uint64_t d = atomic_load_explicit(&nic->ack_due, memory_order_relaxed);
+	uint64_t u = atomic_load_explicit(&nic->unasked_due, memory_order_relaxed);
+
+	if (u && (!d || u < d))
+		d = u;
+	return !d || now >= d;
+}
+
 int sr_nic_poll(struct sr_nic *nic)
 {
 	return sr_nic_poll_at(nic, sr_now_ns());
@@ -452,7 +465,7 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		nic->app_rx_empty = n <= 0;
 		if (n > 0)
 			sr_stat_add_excl(&nic->stats, SR_STAT_rx_app_datagrams, (uint64_t)n);
-		if (n > 0 || nic->ack_list)
+		if (n > 0 || (nic->ack_list && ack_list_due(nic, now)))
 			sr_resp_flush_acks(nic);
 		if (n <= 0)
 			atomic_store_explicit(&nic->rx_empty_ns, now, memory_order_relaxed);
@@ -848,7 +861,7 @@ static void *nic_thread(void *arg)
 		 * takes its ACK with it and leaves none pending, so the thread keeps looking
 		 * for SR_ACK_LOOK_KEEP_NS after the last deferral: else the next one would find
 		 * it asleep for longer and wake it (a wake-up per message again). */
-		uint64_t now = sr_now_ns(), due;
+		uint64_t now = sr_now_ns(), due, udue;
 
 		atomic_store(&nic->wake_at, timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout);
 		due = atomic_load(&nic->ack_due);
@@ -868,6 +881,26 @@ static void *nic_thread(void *arg)
 			 * second, for ACKs its answers had already taken along. */
 			if (!due || app_polled_within(nic, now, (uint64_t)defer_ns))
 				look *= SR_ACK_LOOK_POLLING;
+			if (left < look)
+				left = look;
+			if (timeout < 0 || left < timeout) {
+				timeout = left;
+				atomic_store(&nic->wake_at, now + (uint64_t)left);
+			}
+		}
+		/* The ACK of unasked message ends (resp.c, ack_unasked) is looked for at the
+		 * cadence of a ping-pong without deferral, or of a grown watch (the application
+		 * polls and sends it itself): it stays pending across the turns, and looking
+		 * every ack_defer_us for it tripled the thread's wake-ups. */
+		udue = atomic_load(&nic->unasked_due);
+		if (udue) {
+			uint64_t slack = atomic_load_explicit(&nic->watch_slack_ns,
+							      memory_order_relaxed);
+			int64_t left = udue > now ? (int64_t)(udue - now) : 0;
+			int64_t look = SR_ACK_LOOK_POLLING * defer_ns;
+
+			if ((int64_t)slack > look)
+				look = (int64_t)slack;
 			if (left < look)
 				left = look;
 			if (timeout < 0 || left < timeout) {
@@ -1054,6 +1087,9 @@ static void *nic_thread(void *arg)
 		}
 timers:;
 		due = atomic_load(&nic->ack_due);
+		udue = atomic_load(&nic->unasked_due);
+		if (udue && (!due || udue < due))
+			due = udue;
 		if (due && sr_now_ns() >= due && !pthread_mutex_trylock(&nic->rx_lock)) {
 			sr_resp_flush_acks(nic);	/* else the holder flushes after its receive */
 			pthread_mutex_unlock(&nic->rx_lock);
@@ -1139,6 +1175,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	nic->icrc_id_strict = p->icrc_id_strict;
 	nic->max_inflight = p->max_inflight > 1 ? (uint32_t)p->max_inflight : 2;
 	nic->ack_every = p->ack_every > 0 ? (uint32_t)p->ack_every : 1;
+	nic->ack_lazy = p->ack_lazy > 1 && p->ack_defer_us > 0 ? (uint32_t)p->ack_lazy : 0;
 	pthread_mutex_init(&nic->rx_lock, NULL);
 	pthread_mutex_init(&nic->timer_lock, NULL);
 	pthread_mutex_init(&nic->mcast_lock, NULL);

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "net/net.h"
 #include "transport/transport.h"
+#include "wire/psn.h"
 
 /* Which work request opcode a QP type takes (IBA 10.8.2; as rxe's wr opcode table). */
 static bool opcode_ok(enum ibv_qp_type type, uint32_t op)
@@ -344,7 +345,10 @@ out:
  * ATOMIC ACK, and the timers after a loss). They then leave together, as one GSO send when
  * they have one size (udp.c): perftest's 64-byte ib_write_bw posts 128 WRs in a row. A QP
  * with nothing in flight sends at once, so a ping-pong waits for nothing; that is also the
- * only case the same-host direct path takes, so it is untouched. Nagle's algorithm, for WQEs,
+ * only case the same-host direct path takes, so it is untouched. Nor does one whose packets in
+ * flight all skipped their AckReq (req.c, ack_lazy_ok): no ACK is coming soon to release the
+ * WQEs, and a ping-pong of unsignaled SENDs would wait for the peer's bound on the unasked
+ * (2 x ack_defer_us) at every turn. Nagle's algorithm, for WQEs,
  * and like Nagle's it holds only what is smaller than a packet: a SEND or WRITE that fills at
  * least one whole segment (sr_req_seg) leaves at once, with the small ones before it. Its
  * packets are full whatever follows, and GSO already sends them together. UCX's rendezvous by
@@ -394,7 +398,8 @@ static bool post_deferred(struct sr_qp *qp)
 
 	if (!(batch > 1 && qp->state == IBV_QPS_RTS &&
 	      (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND) &&
-	      qp->sq.tail != qp->req.idx && !qp->req.stalled && !qp->req.rnr_until &&
+	      qp->sq.tail != qp->req.idx && sr_psn_gt(qp->req.ask_end, qp->comp.psn) &&
+	      !qp->req.stalled && !qp->req.rnr_until &&
 	      qp->sq.head - qp->req.idx < (uint32_t)batch))
 		return false;
 	for (uint32_t i = qp->req.idx; i != qp->sq.head; i++)

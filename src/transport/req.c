@@ -131,6 +131,51 @@ static bool more_follows(struct sr_qp *qp, uint32_t idx, const struct sr_swqe *w
 	return (uint32_t)sr_psn_diff(sr_psn_next(qp->req.psn), qp->comp.psn) < sr_cwnd(qp);
 }
 
+/*
+ * Message ends that need not ask (param ack_lazy). An unsignaled WQE's completion is never seen
+ * by the application, so the ACK of its last packet matters only for reliability (the timers
+ * must not fire, a loss must be repaired) and to free its SQ slot. In a ping-pong of unsignaled
+ * SENDs (UCX's rc_verbs signals one in 64) the ACK of each message cost a packet of its own in
+ * each turn: built, checksummed, one more segment through the kernel, parsed, checked and taken
+ * through the completer at the peer, some 300-450 ns of a 3.4 us half round trip. So the last
+ * packet of an unsignaled SEND or WRITE toward a softrdma peer, whose responder acknowledges
+ * such packets by itself (resp.c, ack_unasked), does not ask, as long as the requester still
+ * asks often enough: a packet asks when ack_lazy packets went since the last that asked, when
+ * that one asked ack_defer_us ago or longer (so a responder's bound on the unasked, 2 x
+ * ack_defer_us, never comes first while the requester keeps sending, and sparse messages ask
+ * as before), when half the SQ's WQEs or half the window wait for an ACK, and for every
+ * signaled WQE (sq_sig_all too), fence, repair, probe and resend. Not in a stream (no poll of
+ * the send CQ since the previous post): a stream's ACKs come per receive batch already, and
+ * the post batching (post.c) holds its WQEs only behind an ACK that is coming. t: the clock,
+ * read by the caller.
+ */
+static bool ack_lazy_candidate(const struct sr_qp *qp, const struct sr_swqe *w)
+{
+	if (!qp->nic->ack_lazy || qp->type != IBV_QPT_RC || !qp->peer_sr || qp->sig_all ||
+	    (w->flags & (IBV_SEND_SIGNALED | IBV_SEND_FENCE)) || w->in_stream || w->dplaced ||
+	    qp->state != IBV_QPS_RTS || qp->req.force_ackreq || qp->req.ackreq_owed ||
+	    sr_psn_lt(qp->req.psn, qp->req.high_psn))
+		return false;
+	switch (w->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool ack_lazy_ok(struct sr_qp *qp, uint32_t idx, uint64_t t)
+{
+	uint64_t defer = (uint64_t)sr_params()->ack_defer_us * 1000;
+
+	return qp->req.since_ackreq + 1 < qp->nic->ack_lazy && t - qp->req.ask_ns < defer &&
+	       idx + 1 - qp->sq.tail < qp->sq.max_wr / 2 &&
+	       (uint32_t)sr_psn_diff(sr_psn_next(qp->req.psn), qp->comp.psn) < sr_cwnd(qp) / 2;
+}
+
 /* Builds and sends the packet of WQE w (slot idx) that starts at byte req.offset with PSN
  * req.psn. Returns the bytes that packet covers, or -(ibv_wc_status) on a local error. now:
  * the clock of the pass's first packet (req_now: read here if still 0 and an RTT sample
@@ -140,7 +185,8 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 	uint8_t hdr[SR_MAX_HDR] __attribute__((aligned(8)));
 	uint8_t tr = sr_qp_tr(qp);
 	uint32_t off = qp->req.offset, mtu = w->seg, paylen = 0, dqpn;
-	bool first, last, ackreq = false, se = false, owed = false;
+	bool first, last, ackreq = false, se = false, owed = false, cand = false, lazy = false;
+	uint64_t t = 0;
 	const struct sr_addr *dst;
 	struct sr_sgl sgl = { .n = 0 };
 	uint8_t opcode;
@@ -206,7 +252,12 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 		if (every > qp->nic->ack_every)
 			every = qp->nic->ack_every;
 		skip = last && more_follows(qp, idx, w);
-		ackreq = (last && !skip) || qp->req.force_ackreq ||
+		cand = last && !skip && ack_lazy_candidate(qp, w);
+		if (cand) {
+			t = now ? req_now(now) : sr_now_ns();
+			lazy = ack_lazy_ok(qp, idx, t);
+		}
+		ackreq = (last && !skip && !lazy) || qp->req.force_ackreq ||
 			 ++qp->req.since_ackreq >= (every ? every : 1) ||
 			 (qp->req.ackreq_owed && (uint32_t)sr_psn_diff(sr_psn_next(qp->req.psn),
 								qp->comp.psn) >= sr_cwnd(qp));
@@ -301,8 +352,17 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 		sr_stat_inc(&qp->nic->stats, SR_STAT_retransmits);	/* sent before */
 	/* Only a packet that leaves settles what is owed: one that asks but failed its gather
 	 * above (a bad lkey behind a WRITE that skipped) leaves the debt to the pass's end. */
-	if (sr_qp_reliable(qp))
+	if (sr_qp_reliable(qp)) {
 		qp->req.ackreq_owed = owed;
+		if (ackreq) {
+			if (sr_psn_ge(qp->req.psn, qp->req.ask_end))
+				qp->req.ask_end = sr_psn_next(qp->req.psn);
+			if (cand)
+				qp->req.ask_ns = t;
+		} else if (lazy) {
+			sr_stat_inc(&qp->nic->stats, SR_STAT_ackreq_skipped);
+		}
+	}
 	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
 	sr_sgl_release(&sgl);
 	return covered;

@@ -89,12 +89,35 @@ static void ack_later(struct sr_qp *qp, uint32_t psn)
 	qp->resp.ack_psn = psn;
 	qp->resp.ack_class = qp->resp.cur_class;
 	qp->resp.ack_pending = true;
+	qp->resp.ack_unasked = false;
 	if (qp->resp.on_ack_list)
 		return;
 	qp->resp.on_ack_list = true;
 	sr_qp_ref(qp);
 	qp->resp.ack_next = nic->ack_list;
 	nic->ack_list = qp;
+}
+
+/*
+ * A message end that did not ask for an ACK, from a softrdma requester (param ack_lazy, req.c
+ * ack_lazy_ok): the requester leaves it unacknowledged only while it asks again soon (every
+ * ack_lazy packets, every ack_defer_us), and ACKs are cumulative, so the next ACK this responder
+ * sends covers it. Should none come, it leaves alone 2 x ack_defer_us after the batch that
+ * executed the message (sr_resp_flush_acks): the peer's tail-loss probe waits 0.5 ms at least
+ * after the last packet sent, and the progress thread looks for it as for a deferred ACK. An
+ * ACK already to be sent (coalesced at the end of this batch, or deferred to the application's
+ * answer) covers it too. Destroying the QP, or moving it to ERR or RESET, sends it at once
+ * (sr_resp_ack_now).
+ */
+static void ack_unasked(struct sr_qp *qp, uint32_t psn)
+{
+	if (qp->resp.ack_pending) {
+		qp->resp.ack_psn = psn;
+		return;
+	}
+	ack_later(qp, psn);
+	qp->resp.ack_unasked = true;
+	qp->resp.unasked_due = 0;
 }
 
 /* Sends a deferred ACK now (qp->lock held; see sr_resp_answer); false if there is none. */
@@ -227,13 +250,28 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 {
 	long defer_ns = sr_params()->ack_defer_us * 1000;
 	struct sr_qp *qp, *keep = NULL;
-	uint64_t now = 0, due = 0;
+	uint64_t now = 0, due = 0, udue = 0;
 
 	while ((qp = nic->ack_list)) {
 		nic->ack_list = qp->resp.ack_next;
 		pthread_mutex_lock(&qp->lock);
 		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR) {
-			if (defer_ns > 0 && ack_deferrable(qp)) {
+			if (qp->resp.ack_unasked) {
+				/* Owed to message ends that did not ask (ack_unasked). */
+				if (!now)
+					now = sr_drain_now_ns();
+				if (!qp->resp.unasked_due)
+					qp->resp.unasked_due = now + 2 * (uint64_t)(defer_ns > 0 ? defer_ns : 0);
+				if (now < qp->resp.unasked_due) {
+					if (!udue || qp->resp.unasked_due < udue)
+						udue = qp->resp.unasked_due;
+					qp->resp.ack_next = keep;
+					keep = qp;
+					pthread_mutex_unlock(&qp->lock);
+					continue;
+				}
+				sr_stat_inc(&nic->stats, SR_STAT_acks_unasked);
+			} else if (defer_ns > 0 && ack_deferrable(qp)) {
 				if (!now)
 					now = sr_drain_now_ns();
 				if (!qp->resp.ack_due)
@@ -252,14 +290,19 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 		}
 		qp->resp.ack_pending = false;
 		qp->resp.ack_due = 0;
+		qp->resp.ack_unasked = false;
+		qp->resp.unasked_due = 0;
 		qp->resp.on_ack_list = false;
 		pthread_mutex_unlock(&qp->lock);
 		sr_qp_put(qp);
 	}
 	nic->ack_list = keep;
-	if (due)
+	if (due || udue)
 		atomic_store_explicit(&nic->ack_deferred_ns, now, memory_order_relaxed);
 	atomic_store(&nic->ack_due, due);
+	atomic_store(&nic->unasked_due, udue);
+	if (udue && (!due || udue < due))
+		due = udue;
 	/* The progress thread must look by due + SR_ACK_LOOK_POLLING * ack_defer_us (it stores
 	 * wake_at before it reads ack_due; see nic_thread), or by due + its grown watch, which
 	 * it keeps only while the application polls (it sends what is due itself) and nothing
@@ -1145,6 +1188,9 @@ static enum rsp rc_execute(struct sr_qp *qp, struct sr_pkt *pkt)
 			score_answer(qp, pkt);
 		if (pkt->ackreq && !qp->resp.acked_now)
 			ack_later(qp, pkt->psn);
+		else if (!pkt->ackreq && (pkt->mask & SR_M_END) && qp->type == IBV_QPT_RC &&
+			 qp->peer_sr)
+			ack_unasked(qp, pkt->psn);
 	}
 	qp->resp.acked_now = false;
 	return r;
