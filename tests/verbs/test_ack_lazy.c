@@ -79,14 +79,20 @@ static void peer_write(bool ackreq)
 }
 
 /* The raw peer's ACK of the QP's packets up to psn, marked as a softrdma peer's are (an
- * unmarked packet would make the QP take its peer for another stack). */
+ * unmarked packet would make the QP take its peer for another stack); returns once the QP has
+ * taken it (counter acks_rcvd): a message end asks while an ACK is still to come. */
 static void peer_ack(uint32_t psn)
 {
 	uint8_t hdr[64];
 	size_t hlen = rp_hdr_ack(hdr, qp->qp_num, psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0);
+	int64_t before = vu_stat("acks_rcvd");
+	uint64_t t0 = vu_now_ms();
 
 	hdr[4] |= SR_BTH_SR_MARK;
 	REQUIRE(rp_send(&rp, hdr, hlen, NULL, 0, 0) == 0);
+	while (vu_stat("acks_rcvd") <= before && vu_now_ms() - t0 < 5000)
+		vu_sleep_ms(1);	/* (the progress thread takes it; a poll would reap the CQE) */
+	CHECK(vu_stat("acks_rcvd") > before);
 }
 
 static double now_ms(void)
@@ -154,7 +160,8 @@ static void poll_once(void)
  * known to be softrdma). After one: unsignaled WRITEs posted one by one ask every LAZY-th
  * packet; a signaled one asks; one posted behind another with no poll between asks; and a WQE
  * posted while only packets that did not ask are in flight leaves at once (post_batch holds a
- * WQE only behind an ACK that is coming).
+ * WQE only behind an ACK that is coming). The peer acknowledges each packet that asks, and the
+ * case waits until the QP took that ACK: one still to come makes the next message end ask.
  */
 static void requester(void)
 {
@@ -167,7 +174,7 @@ static void requester(void)
 	/* Not known as softrdma yet: asks. */
 	CHECK_EQ(post_write(i++, 0), 0);
 	CHECK_EQ(next_write(psn, __LINE__), 1);
-	REQUIRE(rp_send_ack(&rp, qp->qp_num, psn++, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED) == 0);
+	peer_ack(psn++);
 	/* The peer's marked WRITE (asking): now it is. */
 	peer_write(true);
 	if (!expect_ack(rpsn - 1, 2000, __LINE__))
