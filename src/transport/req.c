@@ -637,7 +637,8 @@ void sr_req_progress(struct sr_qp *qp)
  * one before it). Only after the window stopped a pass (req.win_shut): a stream posted one by
  * one still fills it to the last packet. Not below a window of 16 (after a timeout). Every
  * message's last packet asks for an ACK (req_xmit), so a gated pass has an ACK coming, or the
- * timer.
+ * timer. (One that skips, ack_lazy_ok, leaves with under half the window in flight and no ask
+ * outstanding; of the half window that must follow it before the window shuts, one asks.)
  */
 #define SR_CWND_GATE_DIV 8
 #define SR_CWND_GATE_MAX 16
