@@ -575,6 +575,7 @@ struct sr_swqe {
 	} u;
 	uint32_t rd_end_psn;		/* READ: last PSN of the READ request last issued (req.c) */
 	uint32_t seg;			/* payload per packet, fixed when it starts (req.c) */
+	uint32_t seg_cut;		/* the FIRST carries seg - seg_cut (a WRITE's RETH) */
 	uint64_t start_ns;		/* ns its first packet was first sent (req.c) */
 };
 
@@ -766,6 +767,7 @@ struct sr_qp {
 	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
 	uint32_t peer_seg;		/* in-band offer seen in the peer's packets (BTH resv6) */
 	bool peer_sr;			/* the peer's packets carry softrdma's mark (BTH resv6) */
+	bool peer_fshort;		/* ... and SR_BTH_SR_FSHORT: a WRITE's FIRST may be short */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;

@@ -371,7 +371,9 @@ static void build_packet(uint8_t *p, const struct sr_ipudp *t, const uint8_t *hd
  * one) starts the next run in the same buffer, and the runs leave together, in order, in one
  * sendmmsg: a WRITE's FIRST, 16 bytes longer than its MIDDLE and LAST packets (its RETH), ends
  * a run, so a stream of two-packet WRITEs is a run per WRITE, and those then cost one system
- * call per batch rather than one per WRITE (bench/README.md, "16 and 32 KiB").
+ * call per batch rather than one per WRITE (bench/README.md, "16 and 32 KiB"). (Toward a
+ * softrdma peer that takes it, a WRITE of a few packets has a FIRST short by its RETH instead,
+ * one size with the MIDDLEs: transport/req.c, write_first_short.)
  *
  * The ICRC covers the IPv4 ID. An unconnected socket with DF sends ID 0 (see the top of the
  * file), and segmentation numbers the pieces of one send 0, 1, 2, ... (inet_gso_segment): so
@@ -765,7 +767,9 @@ int sr_net_xmit(struct sr_nic *nic, const struct sr_addr *dst, void *hdr, unsign
 	if (paylen > 65536 || hlen > 128)
 		return -EMSGSIZE;	/* no packet is larger: a segment is at most a UDP payload */
 	tuple(&t, &nic->addr, dst);
-	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & 0xc0) | nic->bth_mark);
+	/* FECN, BECN and the transport's SR_BTH_SR_FSHORT (per QP) stay; the NIC's offer */
+	((uint8_t *)hdr)[4] = (uint8_t)((((uint8_t *)hdr)[4] & (0xc0 | SR_BTH_SR_FSHORT)) |
+					nic->bth_mark);
 	if (xb && xb->depth && batch_add(nic, dst, &t, hdr, hlen, pay, npay, paylen, len))
 		return 0;
 	build_packet(pkt, &t, hdr, hlen, pay, npay, paylen, len);

@@ -40,6 +40,8 @@ static int resp_xmit(struct sr_qp *qp, uint8_t op, uint32_t psn, uint8_t syn,
 
 	sr_bth_build((struct sr_bth *)hdr, op, false, false, (-paylen) & 3, SR_DEFAULT_PKEY,
 		     qp->attr.dest_qp_num, false, psn);
+	if (sr_qp_fshort_offer(qp))
+		hdr[4] |= SR_BTH_SR_FSHORT;
 	if (oi->mask & SR_M_AETH)
 		sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]), syn, qp->resp.msn);
 	if (oi->mask & SR_M_ATMACK)
@@ -427,7 +429,9 @@ static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t le
  * FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (IBA 9.7.3.1?). A
  * softrdma peer (BTH resv6 marked) on a 4096-byte path may send larger packets, a multiple of
  * 4 KiB that this NIC takes (in-band large segments, req.c req_seg): the FIRST packet's
- * payload is then the message's segment, which every MIDDLE must match.
+ * payload is then the message's segment, which every MIDDLE must match. A WRITE's FIRST may
+ * be short of it by its RETH, 16 bytes (req.c write_first_short; this NIC says it takes that,
+ * SR_BTH_SR_FSHORT): its payload + 16 is the segment then.
  */
 static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 {
@@ -439,9 +443,16 @@ static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (pkt->mask & SR_M_START) {
 		qp->resp.seg = qp->mtu;
 		if (pkt->paylen > qp->mtu) {
-			if (!large || ((pkt->paylen & 4095) && !(pkt->mask & SR_M_END)))
+			uint32_t seg = pkt->paylen;
+
+			/* A WRITE's FIRST may be short by its RETH (one datagram size). */
+			if ((seg & 4095) && (pkt->mask & SR_M_RETH) && !(pkt->mask & SR_M_END))
+				seg += SR_RETH_LEN;
+			if (!large || ((seg & 4095) && !(pkt->mask & SR_M_END)) || seg > qp->nic->seg_max)
 				return false;
-			qp->resp.seg = pkt->paylen;
+			qp->resp.seg = seg;
+			if (!(pkt->mask & SR_M_END))
+				return true;
 		}
 	}
 	if (pkt->mask & SR_M_END)
@@ -1357,6 +1368,7 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->resp.uc_drop = qp->resp.have_rwqe = false;
 	qp->resp.seg = 0;
 	qp->peer_seg = 0;	/* in-band segments: the next peer's offer is heard anew */
+	qp->peer_fshort = false;
 	qp->peer_sr = false;
 	sr_xrc_unbind(qp);
 	if (qp->resp.res)

@@ -4,6 +4,7 @@
 #define SR_TRANSPORT_XPORT_H
 
 #include "core/core.h"
+#include "core/param.h"
 #include "net/net.h"
 #include "transport/transport.h"
 #include "wire/opcode.h"
@@ -21,6 +22,18 @@
 static inline uint32_t sr_npkts(uint32_t len, uint32_t mtu)
 {
 	return len ? (len + mtu - 1) / mtu : 1;
+}
+
+/* May this QP's packets say SR_BTH_SR_FSHORT (its responder takes a WRITE FIRST short by the
+ * RETH)? Only once the peer offered in-band segments no larger than this NIC takes: a softrdma
+ * before the bit reads it as part of the size (64 KiB or more) and takes the smaller of that
+ * and its own, which is then the smaller of the two offers, as it should be. */
+static inline bool sr_qp_fshort_offer(const struct sr_qp *qp)
+{
+	return qp->peer_sr && qp->peer_seg > 4096 && qp->peer_seg <= qp->nic->seg_max &&
+	       (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) && !qp->seg &&
+	       qp->attr.path_mtu == IBV_MTU_4096 && sr_params()->seg_inband &&
+	       sr_params()->seg_fshort;
 }
 
 /* The transport class of the QP's opcodes. */

@@ -63,10 +63,16 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
 /* softrdma's own use of the 6 reserved bits of BTH byte 4 (resv6, after FECN and BECN). IBA
  * has them sent as 0 and ignored on receive, and the ICRC masks the whole byte (switches may
  * set FECN/BECN), so other stacks neither see nor check them. A softrdma sender sets bit 5
- * and, in bits 0-4, the largest packet payload its NIC takes, in 4 KiB units (0: none beyond
- * the path MTU): the offer of in-band large segments (docs/cm.md, Large segments). */
+ * and, in bits 0-3, the largest packet payload its NIC takes, in 4 KiB units (0: none beyond
+ * the path MTU; never above 15, since it comes from an MTU of at most 65535): the offer of
+ * in-band large segments (docs/cm.md, Large segments). Bit 4 (SR_BTH_SR_FSHORT), sent only
+ * with the mark and on a QP whose peer offered no more than this NIC takes: this responder
+ * takes a WRITE whose FIRST carries its segment less the RETH (docs/cm.md). A softrdma before
+ * it read bits 0-4 as the size, so it reads a size of 64 KiB or more, and takes the smaller
+ * of that and its own: by the rule above, the smaller of the two offers all the same. */
 #define SR_BTH_SR_MARK 0x20u		/* in byte 4 */
-#define SR_BTH_SR_UNITS 0x1fu
+#define SR_BTH_SR_FSHORT 0x10u
+#define SR_BTH_SR_UNITS 0x0fu
 #define SR_BTH_ACKREQ 0x80000000u
 /* softrdma's own use of one bit of BTH resv7 (after AckReq): a READ request from a softrdma
  * requester (marked, above) whose responses are to come in large segments: min(the offer in
@@ -100,6 +106,12 @@ static inline bool sr_bth_sr_placed(const struct sr_bth *b) { return sr_ld_be32(
 static inline uint32_t sr_bth_sr_seg(const struct sr_bth *b)
 {
 	return sr_bth_sr_marked(b) ? (uint32_t)(b->qpn[0] & SR_BTH_SR_UNITS) * 4096u : 0;
+}
+
+/* The sender's responder takes a WRITE FIRST short by its RETH (a marked packet's bit 4). */
+static inline bool sr_bth_sr_fshort(const struct sr_bth *b)
+{
+	return sr_bth_sr_marked(b) && (b->qpn[0] & SR_BTH_SR_FSHORT);
 }
 
 /* Writes a whole BTH. Reserved bits are written as zero (IBA: sent as 0, ignored on receive). */

@@ -19,7 +19,8 @@
  * volume and the time budget; SR_FAULT_SPEC the faults (a SOFTRDMA_FAULT value: the variants of
  * tests/CMakeLists.txt and tools/chaos.sh); SR_FAULT_NETNS="NSA:DEVA,NSB:DEVB" puts the
  * initiator in network namespace NSA on interface DEVA and the target in NSB on DEVB
- * (integration/test_chaos_netns). The last line, "figures: ...", is what tools/chaos.sh tabulates.
+ * (integration/test_chaos_netns); SR_FAULT_MTU4096 a 4096-byte path MTU (large segments).
+ * The last line, "figures: ...", is what tools/chaos.sh tabulates.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -108,6 +109,10 @@ static struct ibv_qp *make_qp(struct vu_dev *d, struct ibv_cq *scq, struct ibv_c
 static void conn_cfg(struct vu_conn_cfg *c, uint32_t my_psn, uint32_t peer_psn)
 {
 	vu_conn_cfg_default(c);
+	/* SR_FAULT_MTU4096: a 4096-byte path MTU, so in-band large segments (with SOFTRDMA_SEG_MAX
+	 * 8192: WRITEs of 3-14 packets with a FIRST short by its RETH, docs/cm.md) */
+	if (getenv("SR_FAULT_MTU4096"))
+		c->mtu = IBV_MTU_4096;
 	c->sq_psn = my_psn;
 	c->rq_psn = peer_psn;
 	/* 268 ms: counted retries tolerate a peer starved of CPU for a while on a loaded 2-core

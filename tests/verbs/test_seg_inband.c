@@ -129,6 +129,74 @@ static void test_frmr(void)
 	vu_pair_destroy(&p);
 }
 
+/*
+ * A WRITE of len bytes (a to b); returns how many of this process's WRITEs had a FIRST short
+ * by its RETH (tx_write_fshort), after checking every byte arrived.
+ */
+static int64_t write_len(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b, uint32_t len,
+			 uint32_t seed)
+{
+	int64_t f = vu_stat("tx_write_fshort");
+
+	vu_fill(a->p, len, seed);
+	memset(b->p, 0, MLEN);
+	CHECK_EQ(vu_post_rdma(p->qp[0], 30, IBV_WR_RDMA_WRITE, a->mr, a->p, len, (uintptr_t)b->p,
+			      b->mr->rkey, IBV_SEND_SIGNALED), 0);
+	WAIT_WC(p->scq[0], 30, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_EQ(vu_check(b->p, len, seed), -1);
+	CHECK(((uint8_t *)b->p)[len] == 0);	/* nothing past the end */
+	return vu_stat("tx_write_fshort") - f;
+}
+
+/*
+ * Segments of 8192 bytes (seg_max, as between two namespaces with MTU 9000). Between two
+ * peers of this version a WRITE of more than two segments and at most two GSO sends once cut
+ * (14 packets of 8208 bytes) has a FIRST short by its RETH, so every packet but the LAST is
+ * one datagram size: 32 KiB leaves as one GSO send (five packets, the last 16 bytes), where a
+ * FIRST of a whole segment made it four packets in two sends. arg non-NULL: the responder
+ * does not say it takes that (seg_fshort=0, as a softrdma before it) and is sent FIRST
+ * packets of a whole segment.
+ */
+static int fshort(int sock, void *arg)
+{
+	bool off = arg != NULL;
+	struct vu_buf a, b;
+	struct vu_pair p;
+	int64_t f, n, g;
+
+	(void)sock;
+	setenv("SOFTRDMA_SEG_MAX", "8192", 1);
+	if (off)
+		setenv("SOFTRDMA_SEG_FSHORT", "0", 1);
+	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
+	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
+		return 2;
+	pair(&p, IBV_MTU_4096);
+	one_op(&p, &a, &b, IBV_WR_SEND, 11);	/* the peers hear from each other */
+	n = vu_stat("tx_packets");
+	g = vu_stat("tx_gso_sends");
+	f = write_len(&p, &a, &b, 4 * 8192, 12);
+	n = vu_stat("tx_packets") - n;
+	g = vu_stat("tx_gso_sends") - g;
+	printf("seg_fshort=%d: 32 KiB WRITE: %lld short FIRST, %lld packets (with ACKs), %lld GSO "
+	       "sends\n", !off, (long long)f, (long long)n, (long long)g);
+	CHECK_EQ(f, off ? 0 : 1);
+	CHECK_EQ(g, off ? 2 : 1);
+	CHECK(n >= (off ? 4 : 5) && n < (off ? 7 : 8));
+	if (!off) {
+		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192, 13), 0);	/* one send already */
+		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192 + 4, 14), 1);
+		CHECK_EQ(write_len(&p, &a, &b, 65536, 15), 1);		/* nine packets */
+		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192 - 16, 16), 1);	/* fourteen */
+		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192, 17), 0);	/* would be fifteen */
+		CHECK_EQ(write_len(&p, &a, &b, MLEN - 8, 18), 0);
+	} else {
+		CHECK_EQ(write_len(&p, &a, &b, 65536, 19), 0);
+	}
+	vu_pair_destroy(&p);
+	return !sr_test_failures ? 0 : 3;
+}
+
 static int no_inband(int sock, void *arg)
 {
 	struct vu_buf a, b;
@@ -152,7 +220,7 @@ static int no_inband(int sock, void *arg)
 
 int main(void)
 {
-	struct vu_child ch;
+	struct vu_child ch, ch2, ch3;
 	struct vu_buf a, b;
 	struct vu_pair p;
 	int64_t n;
@@ -160,6 +228,8 @@ int main(void)
 	sr_test_timeout(120);
 	setenv("SOFTRDMA_DIRECT", "0", 1);	/* WRITE and READ over packets */
 	REQUIRE(vu_fork(&ch, no_inband, NULL, 60) == 0);
+	REQUIRE(vu_fork(&ch2, fshort, NULL, 60) == 0);
+	REQUIRE(vu_fork(&ch3, fshort, "off", 60) == 0);
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL) == 0);
@@ -198,5 +268,7 @@ int main(void)
 
 	test_frmr();
 	CHECK_EQ(vu_child_wait(&ch, 60), 0);
+	CHECK_EQ(vu_child_wait(&ch2, 60), 0);
+	CHECK_EQ(vu_child_wait(&ch3, 60), 0);
 	return sr_test_done("test_seg_inband");
 }
