@@ -865,8 +865,10 @@ struct sr_engine_hooks {
 	void (*qp_ack_now)(struct sr_qp *qp);
 	/* moved to RESET, or destroyed (no lock then): drop the transport's state; */
 	void (*qp_reset)(struct sr_qp *qp);
-	/* being destroyed: repeat the last ACK where the path lost packets. */
+	/* being destroyed: repeat the last ACK where the path lost packets; */
 	void (*qp_final_ack)(struct sr_qp *qp);
+	/* destroyed (no lock): leave the responder's ACK list, whose reference it still holds. */
+	void (*qp_leave_acks)(struct sr_qp *qp);
 	/* core/qp.c, no lock: destroyed: leave every multicast group (as uverbs does). */
 	void (*qp_detach_mcast)(struct sr_qp *qp);
 	/* core/cq.c: a completion channel's consumer takes what waits on the socket itself

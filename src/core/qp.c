@@ -521,6 +521,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	/* Wait for packets (sr_qp_enter), timers and coalesced ACKs that still hold it. */
 	sr_table_drain(&qp->nic->qps, b->handle);
 	sr_table_free_index(&qp->nic->qps, b->handle);
+	qp->nic->engine->qp_leave_acks(qp);
 	while (atomic_load(&qp->refs) > 1)
 		sched_yield();
 	purge_cqes(qp);

@@ -1123,6 +1123,22 @@ timers:;
 }
 
 /* ---- NIC lifecycle ----------------------------------------------------------------------- */
+/* A QP being destroyed (state RESET, no lock held) may still be on the responder's ACK list,
+ * which holds a reference until the list's next flush drops it. An ACK owed only to message
+ * ends that did not ask (resp.c, ack_unasked) keeps the list from being due for up to 2 x
+ * ack_defer_us, and with no progress thread (the fuzz harness) nothing would flush it: so
+ * ibv_destroy_qp flushes it itself. The flush sends what is due of the other QPs and keeps
+ * the rest, as a receiver's would. */
+static void nic_qp_leave_acks(struct sr_qp *qp)
+{
+	struct sr_nic *nic = qp->nic;
+
+	pthread_mutex_lock(&nic->rx_lock);
+	if (qp->resp.on_ack_list)
+		sr_resp_flush_acks(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+}
+
 /* What core and net call when an object changes or a packet comes (core/core.h): the
  * transport's roles and multicast delivery. */
 static const struct sr_engine_hooks engine_hooks = {
@@ -1132,6 +1148,7 @@ static const struct sr_engine_hooks engine_hooks = {
 	.qp_ack_now = sr_resp_ack_now,
 	.qp_reset = sr_transport_reset,
 	.qp_final_ack = sr_resp_final_ack,
+	.qp_leave_acks = nic_qp_leave_acks,
 	.qp_detach_mcast = sr_mcast_detach_all,
 	.chan_rx = nic_chan_rx,
 };
