@@ -246,6 +246,19 @@ void sr_resp_answer(struct sr_qp *qp)
 		sr_stat_inc(&qp->nic->stats, SR_STAT_acks_deferred);
 }
 
+/* Does a held ACK wait on (its deadline *at, set to now + wait at its first look, not reached)?
+ * Then *earliest takes the deadline if it is the earliest of the flush. */
+static bool ack_hold(uint64_t *at, uint64_t wait, uint64_t now, uint64_t *earliest)
+{
+	if (!*at)
+		*at = now + wait;
+	if (now >= *at)
+		return false;
+	if (!*earliest || *at < *earliest)
+		*earliest = *at;
+	return true;
+}
+
 /* Called by a receiver at the end of its batch (rx_lock held), and by the progress thread when
  * a deferred ACK is due. */
 void sr_resp_flush_acks(struct sr_nic *nic)
@@ -258,35 +271,28 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 		nic->ack_list = qp->resp.ack_next;
 		pthread_mutex_lock(&qp->lock);
 		if (qp->resp.ack_pending && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_ERR) {
+			bool hold = false;
+
 			if (qp->resp.ack_unasked) {
 				/* Owed to message ends that did not ask (ack_unasked). */
 				if (!now)
 					now = sr_drain_now_ns();
-				if (!qp->resp.unasked_due)
-					qp->resp.unasked_due = now + 2 * (uint64_t)(defer_ns > 0 ? defer_ns : 0);
-				if (now < qp->resp.unasked_due) {
-					if (!udue || qp->resp.unasked_due < udue)
-						udue = qp->resp.unasked_due;
-					qp->resp.ack_next = keep;
-					keep = qp;
-					pthread_mutex_unlock(&qp->lock);
-					continue;
-				}
-				sr_stat_inc(&nic->stats, SR_STAT_acks_unasked);
+				hold = ack_hold(&qp->resp.unasked_due,
+						2 * (uint64_t)(defer_ns > 0 ? defer_ns : 0), now, &udue);
+				if (!hold)
+					sr_stat_inc(&nic->stats, SR_STAT_acks_unasked);
 			} else if (defer_ns > 0 && ack_deferrable(qp)) {
 				if (!now)
 					now = sr_drain_now_ns();
-				if (!qp->resp.ack_due)
-					qp->resp.ack_due = now + (uint64_t)defer_ns;
-				if (now < qp->resp.ack_due) {
-					if (!due || qp->resp.ack_due < due)
-						due = qp->resp.ack_due;
-					qp->resp.ack_next = keep;
-					keep = qp;
-					pthread_mutex_unlock(&qp->lock);
-					continue;
-				}
-				sr_stat_inc(&nic->stats, SR_STAT_acks_deferred_late);
+				hold = ack_hold(&qp->resp.ack_due, (uint64_t)defer_ns, now, &due);
+				if (!hold)
+					sr_stat_inc(&nic->stats, SR_STAT_acks_deferred_late);
+			}
+			if (hold) {
+				qp->resp.ack_next = keep;
+				keep = qp;
+				pthread_mutex_unlock(&qp->lock);
+				continue;
 			}
 			sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 		}
