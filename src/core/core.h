@@ -768,6 +768,7 @@ struct sr_qp {
 	uint32_t peer_seg;		/* in-band offer seen in the peer's packets (BTH resv6) */
 	bool peer_sr;			/* the peer's packets carry softrdma's mark (BTH resv6) */
 	bool peer_fshort;		/* ... and SR_BTH_SR_FSHORT: a WRITE's FIRST may be short */
+	bool peer_even;			/* ... and SR_BTH_SR_EVEN: a WRITE may be cut evenly */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;

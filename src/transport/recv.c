@@ -102,6 +102,7 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		qp->peer_seg = sr_bth_sr_seg(sr_pkt_bth(pkt));
 		qp->peer_sr = sr_bth_sr_marked(sr_pkt_bth(pkt));
 		qp->peer_fshort = sr_bth_sr_fshort(sr_pkt_bth(pkt));
+		qp->peer_even = sr_bth_sr_even(sr_pkt_bth(pkt));
 		if (pkt->mask & SR_M_REQ)
 			sr_resp_rcv(qp, pkt, src);
 		else

@@ -40,8 +40,11 @@ static int resp_xmit(struct sr_qp *qp, uint8_t op, uint32_t psn, uint8_t syn,
 
 	sr_bth_build((struct sr_bth *)hdr, op, false, false, (-paylen) & 3, SR_DEFAULT_PKEY,
 		     qp->attr.dest_qp_num, false, psn);
-	if (sr_qp_fshort_offer(qp))
+	if (sr_qp_fshort_offer(qp)) {
 		hdr[4] |= SR_BTH_SR_FSHORT;
+		if (sr_params()->seg_even)
+			sr_bth_set_sr_even((struct sr_bth *)hdr);
+	}
 	if (oi->mask & SR_M_AETH)
 		sr_aeth_build((struct sr_aeth *)(hdr + oi->offset[SR_H_AETH]), syn, qp->resp.msn);
 	if (oi->mask & SR_M_ATMACK)
@@ -437,7 +440,12 @@ static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t le
  * 4 KiB that this NIC takes (in-band large segments, req.c req_seg): the FIRST packet's
  * payload is then the message's segment, which every MIDDLE must match. A WRITE's FIRST may
  * be short of it by its RETH, 16 bytes (req.c write_first_short; this NIC says it takes that,
- * SR_BTH_SR_FSHORT): its payload + 16 is the segment then.
+ * SR_BTH_SR_FSHORT): its payload + 16 is the segment then. Where this NIC also offers the even
+ * cut (SR_BTH_SR_EVEN, req.c sr_req_even_seg), that segment may be any length up to seg_max +
+ * 16 (with its pad, a datagram no longer than a whole-segment FIRST with its RETH: seg_max is
+ * a multiple of 4 KiB); a FIRST whose payload is a multiple of 4 KiB is always the segment
+ * itself. The packets before the LAST then carry a pad as well (IBA pads only the last): the
+ * parser takes every payload as what precedes the pad (wire/pkt.c), so nothing else changes.
  */
 static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 {
@@ -451,10 +459,21 @@ static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 		if (pkt->paylen > qp->mtu) {
 			uint32_t seg = pkt->paylen;
 
-			/* A WRITE's FIRST may be short by its RETH (one datagram size). */
-			if ((seg & 4095) && (pkt->mask & SR_M_RETH) && !(pkt->mask & SR_M_END))
+			uint32_t max = qp->nic->seg_max;
+
+			/* A WRITE's FIRST may be short by its RETH (one datagram size): to a
+			 * multiple of 4 KiB, or evenly cut (up to seg_max + 16) where this NIC
+			 * offers that. */
+			if ((seg & 4095) && (pkt->mask & SR_M_RETH) && !(pkt->mask & SR_M_END)) {
 				seg += SR_RETH_LEN;
-			if (!large || ((seg & 4095) && !(pkt->mask & SR_M_END)) || seg > qp->nic->seg_max)
+				if ((seg & 4095) && sr_qp_even_offer(qp))
+					max += SR_RETH_LEN;
+				else if (seg & 4095)
+					return false;
+			} else if ((seg & 4095) && !(pkt->mask & SR_M_END)) {
+				return false;
+			}
+			if (!large || seg > max)
 				return false;
 			qp->resp.seg = seg;
 			if (!(pkt->mask & SR_M_END))
@@ -1375,6 +1394,7 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->resp.seg = 0;
 	qp->peer_seg = 0;	/* in-band segments: the next peer's offer is heard anew */
 	qp->peer_fshort = false;
+	qp->peer_even = false;
 	qp->peer_sr = false;
 	sr_xrc_unbind(qp);
 	if (qp->resp.res)

@@ -17,6 +17,7 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
 void sr_req_progress(struct sr_qp *qp);
 /* The payload of each packet of WQE w, were it to start now (req.c). */
 uint32_t sr_req_seg(struct sr_qp *qp, const struct sr_swqe *w);
+uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg);
 /* Go back to psn and resend from there (retransmit); qp lock held. */
 void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
 /* Something sent is not yet acknowledged (the retransmission timer runs). */

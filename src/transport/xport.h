@@ -36,6 +36,12 @@ static inline bool sr_qp_fshort_offer(const struct sr_qp *qp)
 	       sr_params()->seg_fshort;
 }
 
+/* ... and SR_BTH_SR_EVEN (it takes a WRITE cut evenly: docs/cm.md)? */
+static inline bool sr_qp_even_offer(const struct sr_qp *qp)
+{
+	return sr_qp_fshort_offer(qp) && sr_params()->seg_even;
+}
+
 /* The transport class of the QP's opcodes. */
 static inline uint8_t sr_qp_tr(const struct sr_qp *qp)
 {

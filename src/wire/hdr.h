@@ -84,6 +84,14 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
  * (docs/direct.md); the packet carries no payload, only the immediate, and its responder
  * checks the key over the range, consumes a receive WQE and completes it, copying nothing. */
 #define SR_BTH_SR_PLACED SR_BTH_SR_RDSEG
+/* softrdma's own use of bit 29 (resv7) in any marked packet, the offer of the even cut: this
+ * NIC's responder takes a WRITE cut into packets of one datagram size, its FIRST carrying P - 16
+ * bytes (its RETH makes up the rest), every later packet P, where P is a multiple of 4 and at
+ * most the segment + 16 (docs/cm.md, In-band large segments). Sent only where
+ * SR_BTH_SR_FSHORT is; sent as 0 otherwise (an older softrdma ignores it: the ICRC covers it, and
+ * every IBA receiver ignores resv7). */
+#define SR_BTH_SR_EVEN 0x20000000u
+#define SR_BTH_SR_KEEP (SR_BTH_ACKREQ | SR_BTH_SR_RDSEG | SR_BTH_SR_EVEN)
 #define SR_BTH_PSN_MASK 0x00ffffffu
 #define SR_DEFAULT_PKEY 0xffff
 #define SR_QPN_MULTICAST 0xffffff
@@ -114,6 +122,12 @@ static inline bool sr_bth_sr_fshort(const struct sr_bth *b)
 	return sr_bth_sr_marked(b) && (b->qpn[0] & SR_BTH_SR_FSHORT);
 }
 
+/* The sender's responder takes the even cut (a marked packet's resv7 bit 29). */
+static inline bool sr_bth_sr_even(const struct sr_bth *b)
+{
+	return sr_bth_sr_marked(b) && (sr_ld_be32(b->apsn) & SR_BTH_SR_EVEN);
+}
+
 /* Writes a whole BTH. Reserved bits are written as zero (IBA: sent as 0, ignored on receive). */
 static inline void sr_bth_build(struct sr_bth *b, uint8_t opcode, bool se, bool mig, unsigned pad,
 				uint16_t pkey, uint32_t qpn, bool ackreq, uint32_t psn)
@@ -127,17 +141,21 @@ static inline void sr_bth_build(struct sr_bth *b, uint8_t opcode, bool se, bool 
 }
 static inline void sr_bth_set_psn(struct sr_bth *b, uint32_t psn)
 {
-	sr_st_be32(b->apsn, (sr_ld_be32(b->apsn) & (SR_BTH_ACKREQ | SR_BTH_SR_RDSEG)) |
-				    (psn & SR_BTH_PSN_MASK));
+	sr_st_be32(b->apsn, (sr_ld_be32(b->apsn) & SR_BTH_SR_KEEP) | (psn & SR_BTH_PSN_MASK));
 }
 static inline void sr_bth_set_ackreq(struct sr_bth *b, bool ackreq)
 {
-	sr_st_be32(b->apsn, (ackreq ? SR_BTH_ACKREQ : 0) | (sr_ld_be32(b->apsn) & SR_BTH_SR_RDSEG) |
+	sr_st_be32(b->apsn, (ackreq ? SR_BTH_ACKREQ : 0) |
+				    (sr_ld_be32(b->apsn) & (SR_BTH_SR_KEEP & ~SR_BTH_ACKREQ)) |
 				    sr_bth_psn(b));
 }
 static inline void sr_bth_set_sr_rdseg(struct sr_bth *b)
 {
 	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_RDSEG);
+}
+static inline void sr_bth_set_sr_even(struct sr_bth *b)
+{
+	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_EVEN);
 }
 
 /* ---- RETH: RDMA Extended Transport Header (9.3.3) -------------------------------------- */

@@ -538,6 +538,106 @@ static void test_out_of_order(void)
 	destroy_victim(v);
 }
 
+/* ---- the even cut of a WRITE (docs/cm.md): what a responder that offers it takes ----------- */
+/* The next ACK or NAK from the stack: its AETH type (SR_AETH_ACK / SR_AETH_NAK | code) and PSN. */
+static bool next_aeth(uint8_t *type, uint32_t *psn)
+{
+	static uint8_t buf[256];
+	struct sr_pkt pkt;
+	uint64_t end = vu_now_ms() + 2000;
+	int n;
+
+	do {
+		pump(1);
+		n = rp_recv(&rp, buf, sizeof(buf), &pkt, 0);
+	} while (n == 0 && vu_now_ms() < end);
+	if (n <= 0 || pkt.opcode != OPC(ACK))
+		return false;
+	*type = sr_aeth_syndrome(sr_pkt_h(&pkt, SR_H_AETH));
+	if ((*type & SR_AETH_TYPE_MASK) == SR_AETH_ACK)
+		*type = SR_AETH_ACK;
+	*psn = pkt.psn;
+	return true;
+}
+
+/* A WRITE of lens[0..n-1] bytes of data packets (FIRST, MIDDLEs, LAST; RETH length rlen) from a
+ * raw peer marked as a softrdma NIC of 8 KiB segments, to a fresh victim with a 4096-byte path
+ * MTU; returns the victim's answer (its AETH type) and checks where the data went: all of it
+ * when the answer is an ACK, none past the first packet's otherwise. */
+static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_t rlen)
+{
+	static uint8_t data[4 * 8208];
+	struct vu_qp_cfg q;
+	struct vu_conn_cfg c;
+	struct ibv_qp *v;
+	uint8_t hdr[64], type = 0xff;
+	uint32_t off = 0, psn = 0;
+	struct vu_buf eb;
+
+	printf("even cut: %s\n", what);
+	REQUIRE(vu_buf_alloc(&dev, &eb, 2 * sizeof(data), VU_ACCESS_ALL) == 0);
+	memset(eb.p, GUARD, eb.len);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	vu_qp_cfg_default(&q, IBV_QPT_RC);
+	vu_conn_cfg_default(&c);
+	c.access = IBV_ACCESS_REMOTE_WRITE;
+	c.mtu = IBV_MTU_4096;
+	v = vu_qp_create(&dev, vcq, vcq, &q);
+	REQUIRE(v);
+	REQUIRE(vu_qp_connect(v, &c, &rp.gid, FAKE_QPN) == 0);
+	for (int i = 0; i < n; i++) {
+		uint8_t op = n == 1 ? OPC(WRITE_ONLY) : !i ? OPC(WRITE_FIRST)
+					: i == n - 1 ? OPC(WRITE_LAST) : OPC(WRITE_MIDDLE);
+		size_t hlen = rp_hdr_write(hdr, op, v->qp_num, (uint32_t)i, i == n - 1,
+					   (uintptr_t)eb.p, eb.mr->rkey, rlen);
+
+		hdr[4] |= SR_BTH_SR_MARK | 2;	/* softrdma, 8 KiB segments */
+		REQUIRE(off + lens[i] <= sizeof(data));
+		REQUIRE(rp_send(&rp, hdr, hlen, data + off, lens[i], 0) == 0);
+		off += lens[i];
+	}
+	if (!next_aeth(&type, &psn))
+		SR_FAIL("%s: no ACK or NAK", what);
+	else if (type == SR_AETH_ACK)
+		CHECK_EQ(psn, (uint32_t)n - 1);
+	if (type == SR_AETH_ACK) {
+		CHECK_EQ(memcmp(eb.p, data, off), 0);
+		CHECK_EQ(vu_check_byte(eb.p + off, eb.len - off, GUARD), -1);
+	} else {
+		CHECK_EQ(vu_check_byte(eb.p + lens[0], eb.len - lens[0], GUARD), -1);
+	}
+	destroy_victim(v);
+	vu_buf_free(&eb);
+	return type;
+}
+
+static void test_even_cut(void)
+{
+	const uint8_t inv = SR_AETH_NAK | SR_NAK_INVALID_REQ;
+	int64_t b = vu_stat("inv_req_naks_sent");
+
+	/* Taken: 16 KiB as 8184 + 8200; 64 KiB's shape (8178 + 8194 ..., padded alike). */
+	CHECK_EQ(even_write("16 KiB, 8184 + 8200", (const uint32_t[]){ 8184, 8200 }, 2, 16384),
+		 SR_AETH_ACK);
+	CHECK_EQ(even_write("8178 + 2 x 8194 + 8190", (const uint32_t[]){ 8178, 8194, 8194, 8190 },
+			    4, 8178 + 2 * 8194 + 8190),
+		 SR_AETH_ACK);
+	/* Refused: a MIDDLE that is not the FIRST's payload + 16; a LAST longer than that; a LAST
+	 * that leaves bytes of the RETH's length missing. */
+	CHECK_EQ(even_write("MIDDLE of 8204 after a FIRST of 8184",
+			    (const uint32_t[]){ 8184, 8204, 8200 }, 3, 8184 + 8204 + 8200),
+		 inv);
+	CHECK_EQ(even_write("LAST of 8204 after a FIRST of 8184", (const uint32_t[]){ 8184, 8204 },
+			    2, 8184 + 8204),
+		 inv);
+	CHECK_EQ(even_write("LAST short of the RETH's length", (const uint32_t[]){ 8184, 8100 }, 2,
+			    16384),
+		 inv);
+	CHECK_EQ(vu_stat("inv_req_naks_sent") - b, 3);
+	CHECK_TARGET();
+}
+
 /* ---- random mutations ---------------------------------------------------------------------- */
 static void test_fuzz(void)
 {
@@ -646,6 +746,7 @@ int main(void)
 	test_refused();
 	test_psn_window();
 	test_out_of_order();
+	test_even_cut();
 	test_fuzz();
 	test_still_works();
 

@@ -11,6 +11,7 @@
  *    a side that has not seen the peer's offer yet still takes the path MTU;
  *  - a path MTU of 1024 gets no large segments;
  *  - with SOFTRDMA_SEG_INBAND=0 (a forked child) nothing changes size;
+ *  - at 8 KiB segments, WRITEs cut with a FIRST short by its RETH, or evenly (fshort below);
  *  - a large segment WRITE into a fast-registration MR whose pages are scattered (each
  *    61440-byte packet lands in 16 pieces) lands page by page where the map says.
  * Loss, duplication and reordering of large packets are covered by test_fault_integrity and
@@ -130,13 +131,15 @@ static void test_frmr(void)
 }
 
 /*
- * A WRITE of len bytes (a to b); returns how many of this process's WRITEs had a FIRST short
- * by its RETH (tx_write_fshort), after checking every byte arrived.
+ * A WRITE of len bytes (a to b); returns how this process cut it, after checking every byte
+ * arrived and nothing past it: CUT_FSHORT (tx_write_fshort), CUT_EVEN (tx_write_even), or 0.
  */
+#define CUT_FSHORT 1
+#define CUT_EVEN 2
 static int64_t write_len(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b, uint32_t len,
 			 uint32_t seed)
 {
-	int64_t f = vu_stat("tx_write_fshort");
+	int64_t f = vu_stat("tx_write_fshort"), e = vu_stat("tx_write_even");
 
 	vu_fill(a->p, len, seed);
 	memset(b->p, 0, MLEN);
@@ -145,21 +148,62 @@ static int64_t write_len(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b, 
 	WAIT_WC(p->scq[0], 30, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	CHECK_EQ(vu_check(b->p, len, seed), -1);
 	CHECK(((uint8_t *)b->p)[len] == 0);	/* nothing past the end */
-	return vu_stat("tx_write_fshort") - f;
+	return (vu_stat("tx_write_fshort") - f) * CUT_FSHORT + (vu_stat("tx_write_even") - e) * CUT_EVEN;
+}
+
+/*
+ * Four WRITEs of len bytes posted in one list (one requester pass), each to its own place in
+ * b; returns the GSO sends they took, after checking every byte.
+ */
+static int64_t write_list(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b, uint32_t len,
+			  uint32_t seed)
+{
+	struct ibv_send_wr wr[4], *bad;
+	struct ibv_sge sge[4];
+	int64_t g = vu_stat("tx_gso_sends");
+
+	vu_fill(a->p, 4 * len, seed);
+	memset(b->p, 0, MLEN);
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < 4; i++) {
+		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)a->p + (size_t)i * len, .length = len,
+					   .lkey = a->mr->lkey };
+		wr[i].wr_id = 40 + i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = (uintptr_t)b->p + (size_t)i * len;
+		wr[i].wr.rdma.rkey = b->mr->rkey;
+		wr[i].next = i < 3 ? &wr[i + 1] : NULL;
+	}
+	CHECK_EQ(ibv_post_send(p->qp[0], wr, &bad), 0);
+	for (int i = 0; i < 4; i++)
+		WAIT_WC(p->scq[0], 40 + i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	g = vu_stat("tx_gso_sends") - g;
+	CHECK_EQ(vu_check(b->p, 4 * len, seed), -1);
+	CHECK(((uint8_t *)b->p)[4 * len] == 0);
+	return g;
 }
 
 /*
  * Segments of 8192 bytes (seg_max, as between two namespaces with MTU 9000). Between two
- * peers of this version a WRITE of more than two segments and at most two GSO sends once cut
- * (14 packets of 8208 bytes) has a FIRST short by its RETH, so every packet but the LAST is
- * one datagram size: 32 KiB leaves as one GSO send (five packets, the last 16 bytes), where a
- * FIRST of a whole segment made it four packets in two sends. arg non-NULL: the responder
- * does not say it takes that (seg_fshort=0, as a softrdma before it) and is sent FIRST
- * packets of a whole segment.
+ * peers of this version:
+ *  - a WRITE whose length + 16 splits into equal packets of at most 8208 bytes (16 KiB:
+ *    8184 + 8200; 32 KiB: 8180 + 3 x 8196; 64 KiB: 8178 + 7 x 8194, every packet padded to
+ *    8196), is cut evenly: every datagram one size,
+ *    and four such WRITEs in one list leave as one GSO send of seven packets and one packet alone
+ *    where each WRITE took a send of its own;
+ *  - any other WRITE of more than two segments and at most two GSO sends once cut (14
+ *    packets of 8208 bytes) has a FIRST short by its RETH, so every packet but the LAST is one
+ *    datagram size (64 KiB + 4: nine packets, the last of 20 bytes).
+ * arg "nofshort": the responder says neither (seg_fshort=0, as a softrdma before both) and
+ * is sent FIRST packets of a whole segment; "noeven": it takes the short FIRST but not the
+ * even cut (seg_even=0, as a softrdma before it).
  */
 static int fshort(int sock, void *arg)
 {
-	bool off = arg != NULL;
+	bool off = arg && !strcmp(arg, "nofshort"), noeven = arg && !strcmp(arg, "noeven");
 	struct vu_buf a, b;
 	struct vu_pair p;
 	int64_t f, n, g;
@@ -168,6 +212,8 @@ static int fshort(int sock, void *arg)
 	setenv("SOFTRDMA_SEG_MAX", "8192", 1);
 	if (off)
 		setenv("SOFTRDMA_SEG_FSHORT", "0", 1);
+	if (noeven)
+		setenv("SOFTRDMA_SEG_EVEN", "0", 1);
 	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
 	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
 		return 2;
@@ -178,18 +224,31 @@ static int fshort(int sock, void *arg)
 	f = write_len(&p, &a, &b, 4 * 8192, 12);
 	n = vu_stat("tx_packets") - n;
 	g = vu_stat("tx_gso_sends") - g;
-	printf("seg_fshort=%d: 32 KiB WRITE: %lld short FIRST, %lld packets (with ACKs), %lld GSO "
-	       "sends\n", !off, (long long)f, (long long)n, (long long)g);
-	CHECK_EQ(f, off ? 0 : 1);
+	printf("%s: 32 KiB WRITE: cut %lld, %lld packets (with ACKs), %lld GSO sends\n",
+	       arg ? (char *)arg : "all on", (long long)f, (long long)n, (long long)g);
+	CHECK_EQ(f, off ? 0 : noeven ? CUT_FSHORT : CUT_EVEN);
 	CHECK_EQ(g, off ? 2 : 1);
-	CHECK(n >= (off ? 4 : 5) && n < (off ? 7 : 8));
-	if (!off) {
-		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192, 13), 0);	/* one send already */
-		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192 + 4, 14), 1);
-		CHECK_EQ(write_len(&p, &a, &b, 65536, 15), 1);		/* nine packets */
-		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192 - 16, 16), 1);	/* fourteen */
+	CHECK(n >= (noeven ? 5 : 4) && n < (noeven ? 8 : 7));
+	g = write_list(&p, &a, &b, 4 * 4096, 20);
+	printf("%s: four 16 KiB WRITEs in one list: %lld GSO sends\n",
+	       arg ? (char *)arg : "all on", (long long)g);
+	CHECK(off || noeven ? g >= 4 : g == 1);	/* 7 + 1 packets: a send, a lone packet */
+	if (!off && !noeven) {
+		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192, 13), CUT_EVEN);	/* 8184 + 8200 */
+		CHECK_EQ(write_len(&p, &a, &b, 3 * 4096, 21), CUT_EVEN);	/* 6136 + 6152 */
+		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192 + 16, 22), CUT_FSHORT); /* not 8192 + 8208 */
+		CHECK_EQ(write_len(&p, &a, &b, 8192 + 8, 23), 0);	/* 4092 + 4108: below the MTU */
+		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192 + 4, 14), CUT_EVEN);	/* 8186 + 8202 */
+		CHECK_EQ(write_len(&p, &a, &b, 65536, 15), CUT_EVEN);	/* 8178 + 7 x 8194 */
+		CHECK_EQ(write_len(&p, &a, &b, 65536 + 4, 25), CUT_FSHORT);	/* nine packets */
+		CHECK_EQ(write_len(&p, &a, &b, 3 * 8192 - 1, 26), CUT_EVEN);	/* 8181 + 2 x 8197 */
+		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192 - 16, 16), CUT_EVEN);	/* 8176 + 13 x 8192 */
 		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192, 17), 0);	/* would be fifteen */
 		CHECK_EQ(write_len(&p, &a, &b, MLEN - 8, 18), 0);
+		CHECK_EQ(write_len(&p, &a, &b, 32 * 8196 - 16, 24), CUT_EVEN);	/* long, even */
+	} else if (noeven) {
+		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192, 13), 0);
+		CHECK_EQ(write_len(&p, &a, &b, 65536, 15), CUT_FSHORT);
 	} else {
 		CHECK_EQ(write_len(&p, &a, &b, 65536, 19), 0);
 	}
@@ -220,7 +279,7 @@ static int no_inband(int sock, void *arg)
 
 int main(void)
 {
-	struct vu_child ch, ch2, ch3;
+	struct vu_child ch, ch2, ch3, ch4;
 	struct vu_buf a, b;
 	struct vu_pair p;
 	int64_t n;
@@ -229,7 +288,8 @@ int main(void)
 	setenv("SOFTRDMA_DIRECT", "0", 1);	/* WRITE and READ over packets */
 	REQUIRE(vu_fork(&ch, no_inband, NULL, 60) == 0);
 	REQUIRE(vu_fork(&ch2, fshort, NULL, 60) == 0);
-	REQUIRE(vu_fork(&ch3, fshort, "off", 60) == 0);
+	REQUIRE(vu_fork(&ch3, fshort, "nofshort", 60) == 0);
+	REQUIRE(vu_fork(&ch4, fshort, "noeven", 60) == 0);
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL) == 0);
@@ -270,5 +330,6 @@ int main(void)
 	CHECK_EQ(vu_child_wait(&ch, 60), 0);
 	CHECK_EQ(vu_child_wait(&ch2, 60), 0);
 	CHECK_EQ(vu_child_wait(&ch3, 60), 0);
+	CHECK_EQ(vu_child_wait(&ch4, 60), 0);
 	return sr_test_done("test_seg_inband");
 }
