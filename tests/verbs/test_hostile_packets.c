@@ -71,7 +71,8 @@ static void check_target(int line)
 }
 
 /* An RC QP whose peer is our raw socket: it takes requests from us (PSN rq_psn first). */
-static struct ibv_qp *victim(unsigned access, uint32_t rq_psn)
+/* An RC QP connected to the raw peer, path MTU mtu (0: the default). */
+static struct ibv_qp *victim_mtu(unsigned access, uint32_t rq_psn, enum ibv_mtu mtu)
 {
 	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
@@ -82,10 +83,17 @@ static struct ibv_qp *victim(unsigned access, uint32_t rq_psn)
 	c.access = access;
 	c.rq_psn = rq_psn;
 	c.sq_psn = 0;
+	if (mtu)
+		c.mtu = mtu;
 	qp = vu_qp_create(&dev, vcq, vcq, &q);
 	REQUIRE(qp);
 	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
 	return qp;
+}
+
+static struct ibv_qp *victim(unsigned access, uint32_t rq_psn)
+{
+	return victim_mtu(access, rq_psn, 0);
 }
 
 /* A whole RC WRITE_ONLY to qpn with a valid ICRC; returns what rp_send returned. */
@@ -567,8 +575,6 @@ static bool next_aeth(uint8_t *type, uint32_t *psn)
 static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_t rlen)
 {
 	static uint8_t data[4 * 8208];
-	struct vu_qp_cfg q;
-	struct vu_conn_cfg c;
 	struct ibv_qp *v;
 	uint8_t hdr[64], type = 0xff;
 	uint32_t off = 0, psn = 0;
@@ -579,13 +585,7 @@ static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_
 	memset(eb.p, GUARD, eb.len);
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i * 7 + 1);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.access = IBV_ACCESS_REMOTE_WRITE;
-	c.mtu = IBV_MTU_4096;
-	v = vu_qp_create(&dev, vcq, vcq, &q);
-	REQUIRE(v);
-	REQUIRE(vu_qp_connect(v, &c, &rp.gid, FAKE_QPN) == 0);
+	v = victim_mtu(IBV_ACCESS_REMOTE_WRITE, 0, IBV_MTU_4096);
 	for (int i = 0; i < n; i++) {
 		uint8_t op = n == 1 ? OPC(WRITE_ONLY) : !i ? OPC(WRITE_FIRST)
 					: i == n - 1 ? OPC(WRITE_LAST) : OPC(WRITE_MIDDLE);
