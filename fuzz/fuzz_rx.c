@@ -587,6 +587,15 @@ static void fix_packet(uint8_t flags, uint8_t qsel, uint8_t ksel, int8_t dpsn, u
 		p[9] = (uint8_t)(psn >> 16 & 0xff);
 		p[10] = (uint8_t)(psn >> 8);
 		p[11] = (uint8_t)psn;
+		if (sr_pkt_ackride(&pkt)) {
+			/* The ACK it carries (SR_BTH_SR_ACKRIDE): from the completer's PSN. */
+			uint8_t *k = p + sr_opcode[pkt.opcode].length + SR_AETH_LEN;
+
+			psn = qp->comp.psn + (uint32_t)dpsn;
+			k[1] = (uint8_t)(psn >> 16 & 0xff);
+			k[2] = (uint8_t)(psn >> 8);
+			k[3] = (uint8_t)psn;
+		}
 	}
 	ksel %= FK_COUNT;
 	uint8_t *h = NULL;

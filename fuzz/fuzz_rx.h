@@ -24,7 +24,8 @@
 #define FX_QPN 0x04		/* destination QPN (and P_Key 0xffff) of QP [1] */
 #define FX_KEY 0x08		/* RETH/AtomicETH/IETH rkey of key [2], DETH Q_Key of a UD QP,
 				 * XRCETH SRQ number of the XRC SRQ */
-#define FX_PSN 0x10		/* PSN = expected + (int8)[3] */
+#define FX_PSN 0x10		/* PSN = expected + (int8)[3]; an ACK a request carries (BTH
+				 * resv7 bit 28): its PSN = the completer's + (int8)[3] */
 #define FX_STRANGER 0x20	/* from an address that is not the connected peer */
 #define FX_VA 0x40		/* VA near the key's range (128 bytes either side) */
 #define FX_LEN 0x80		/* RETH length modulo 9000 */

@@ -149,6 +149,7 @@ struct sr_nic {
 	bool gro;			/* the socket takes coalesced datagrams (UDP_GRO) */
 	uint32_t max_inflight, ack_every;
 	uint32_t ack_lazy;		/* param ack_lazy (0: off, also when ack_defer_us is 0) */
+	bool ack_ride;			/* param ack_ride: deferred ACKs ride in requests, offered */
 
 	struct sr_table qps;		/* by QPN index */
 	struct sr_qp *gsi;		/* QP1, the GSI QP (under qps.lock): sr_qp_make_gsi */
@@ -741,6 +742,8 @@ struct sr_resp {		/* responder: executes requests, sends responses (resp.c) */
 	uint8_t cur_class;		/* class of the message being executed */
 	uint8_t ack_class;		/* class of the message of ack_psn */
 	uint64_t ack_due;		/* a deferred ACK leaves with the next post or at this time */
+	bool ride_armed;		/* a post's pass: its first request packet may carry the
+					 * deferred ACK (sr_resp_ride) */
 	/* The pending ACK is owed only to message ends that did not ask (param ack_lazy): it
 	 * leaves with any other ACK or response, or alone at unasked_due. */
 	bool ack_unasked;
@@ -769,6 +772,8 @@ struct sr_qp {
 	bool peer_sr;			/* the peer's packets carry softrdma's mark (BTH resv6) */
 	bool peer_fshort;		/* ... and SR_BTH_SR_FSHORT: a WRITE's FIRST may be short */
 	bool peer_even;			/* ... and SR_BTH_SR_EVEN: a WRITE may be cut evenly */
+	bool peer_ride;			/* ... and its responses offer SR_BTH_SR_ACKRIDE: it takes an
+					 * ACK riding in a request */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
 	struct sr_sq sq;
 	struct sr_rq rq;

@@ -1193,6 +1193,7 @@ static int nic_create(struct sr_device *d, struct sr_nic **out)
 	nic->max_inflight = p->max_inflight > 1 ? (uint32_t)p->max_inflight : 2;
 	nic->ack_every = p->ack_every > 0 ? (uint32_t)p->ack_every : 1;
 	nic->ack_lazy = p->ack_lazy > 1 && p->ack_defer_us > 0 ? (uint32_t)p->ack_lazy : 0;
+	nic->ack_ride = p->ack_ride;
 	pthread_mutex_init(&nic->rx_lock, NULL);
 	pthread_mutex_init(&nic->timer_lock, NULL);
 	pthread_mutex_init(&nic->mcast_lock, NULL);

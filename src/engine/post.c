@@ -439,13 +439,16 @@ out:
 
 /*
  * After a post (qp->lock held); may_wait: the WQEs may wait behind work in flight
- * (post_deferred). A deferred ACK for the peer (resp.c, sr_resp_answer) goes in the same batch
- * as what the requester sends, after it: shorter, it can end their GSO send, so the two reach
- * the peer in one datagram, which processes the ACK first (udp.c, sr_net_rx_fd).
+ * (post_deferred). A deferred ACK for the peer (resp.c, sr_resp_answer) rides in the first
+ * request packet the requester sends now when it can (resp.c, sr_resp_ride), else goes in the
+ * same batch, after it: shorter, it can end their GSO send, so the two reach the peer in one
+ * datagram, which processes the ACK first (udp.c, sr_net_rx_fd).
  */
 void sr_sq_posted(struct sr_qp *qp, bool may_wait)
 {
 	sr_net_batch_begin();
+	if (qp->type == IBV_QPT_RC)
+		sr_resp_ride_arm(qp);
 	if (!may_wait || !post_deferred(qp))
 		sr_sq_kick(qp);
 	if (qp->type == IBV_QPT_RC)

@@ -786,6 +786,7 @@ static const enum sr_stat parse_drop[SR_PE_COUNT] = {
 	[SR_PE_BAD_TVER] = SR_STAT_drop_tver,
 	[SR_PE_BAD_PAD] = SR_STAT_drop_pad,
 	[SR_PE_BAD_ICRC] = SR_STAT_drop_icrc,
+	[SR_PE_BAD_RIDE] = SR_STAT_drop_ride,
 };
 
 /*

@@ -60,6 +60,24 @@ static void drop(struct sr_nic *nic, struct sr_pkt *pkt, enum sr_stat why)
 		sr_net_icrc_drop(nic);
 }
 
+/*
+ * A softrdma peer's request that carries an ACK (SR_BTH_SR_ACKRIDE, resp.c sr_resp_ride): the
+ * ACK first, exactly as the ACK packet it stands for, had that come alone right before the
+ * request (the same QP, peer and checks above; then the completer's own), and then the
+ * request, as the next packet, if the QP still takes it. The parser has checked the
+ * extension's form; the ICRC covered it.
+ */
+static bool ride_first(struct sr_nic *nic, struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	uint8_t buf[SR_ACKRIDE_PKT_LEN];
+	struct sr_pkt ack;
+
+	sr_pkt_ackride_pkt(pkt, buf, &ack);
+	sr_stat_add_excl(&nic->stats, SR_STAT_acks_rode_rcvd, 1);	/* rx_lock held */
+	sr_comp_rcv(qp, &ack);
+	return qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_ERR;
+}
+
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 {
 	struct sr_qp *qp;
@@ -103,10 +121,14 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		qp->peer_sr = sr_bth_sr_marked(sr_pkt_bth(pkt));
 		qp->peer_fshort = sr_bth_sr_fshort(sr_pkt_bth(pkt));
 		qp->peer_even = sr_bth_sr_even(sr_pkt_bth(pkt));
-		if (pkt->mask & SR_M_REQ)
-			sr_resp_rcv(qp, pkt, src);
-		else
+		if (!(pkt->mask & SR_M_REQ)) {
+			qp->peer_ride = sr_bth_sr_ackride(sr_pkt_bth(pkt));	/* the offer */
 			sr_comp_rcv(qp, pkt);
+		} else if (sr_pkt_ackride(pkt) && !ride_first(nic, qp, pkt)) {
+			sr_stat_inc(&nic->stats, SR_STAT_drop_qp_state);
+		} else {
+			sr_resp_rcv(qp, pkt, src);
+		}
 	}
 	pthread_mutex_unlock(&qp->lock);
 	if (entered)

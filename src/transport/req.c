@@ -433,6 +433,16 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 			sr_stat_inc(&qp->nic->stats, SR_STAT_ackreq_skipped);
 		}
 	}
+	/* A post's first packet may carry the deferred ACK of the peer's last message (resp.c,
+	 * sr_resp_ride): a whole message that stays within the path MTU with it. */
+	if (qp->resp.ride_armed) {
+		qp->resp.ride_armed = false;
+		if (first && last && qp->type == IBV_QPT_RC && paylen + SR_ACKRIDE_LEN <= qp->mtu &&
+		    sr_resp_ride(qp, (struct sr_ackride *)(hdr + hlen))) {
+			sr_bth_set_sr_ackride((struct sr_bth *)hdr);
+			hlen += SR_ACKRIDE_LEN;
+		}
+	}
 	sr_net_xmit(qp->nic, dst, hdr, hlen, sgl.iov, sgl.n, paylen);
 	sr_sgl_release(&sgl);
 	return covered;

@@ -11,6 +11,7 @@
 #include "core/core.h"
 
 struct sr_pkt;
+struct sr_ackride;
 /* A parsed, checked packet for this NIC from src. */
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
 /* Sends what the SQ allows now; qp lock held. */
@@ -40,6 +41,8 @@ bool sr_resp_place(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_resp_flush_acks(struct sr_nic *nic);
 void sr_resp_final_ack(struct sr_qp *qp);	/* qp->lock held: repeat the last ACK on destroy */
 void sr_resp_ack_now(struct sr_qp *qp);	/* qp->lock held: a held ACK leaves (QP to ERR/RESET) */
+void sr_resp_ride_arm(struct sr_qp *qp);	/* qp->lock held: before a post's pass */
+bool sr_resp_ride(struct sr_qp *qp, struct sr_ackride *r);	/* the pass's first packet */
 void sr_resp_answer(struct sr_qp *qp);		/* qp->lock held: the application posts a send */
 /* Timer service for qp at time now; returns the next deadline (0: none); qp lock held. */
 uint64_t sr_qp_timers(struct sr_qp *qp, uint64_t now);

@@ -91,7 +91,18 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
  * SR_BTH_SR_FSHORT is; sent as 0 otherwise (an older softrdma ignores it: the ICRC covers it, and
  * every IBA receiver ignores resv7). */
 #define SR_BTH_SR_EVEN 0x20000000u
-#define SR_BTH_SR_KEEP (SR_BTH_ACKREQ | SR_BTH_SR_RDSEG | SR_BTH_SR_EVEN)
+/* Bit 28 of resv7 (bit 29 is SR_BTH_SR_EVEN's; bits 27-24 stay reserved, sent as 0),
+ * meaningful only in a marked packet (docs/cm.md, "An ACK that rides in a request"):
+ * - in an RC request whose one packet is the whole message (an ONLY, READ request, atomic,
+ *   FLUSH, ATOMIC WRITE): the packet carries an ACK of the sender's responder, an 8-byte
+ *   struct sr_ackride right after the opcode's headers, before the payload; its receiver takes
+ *   that ACK first, as if it had come alone just before the request;
+ * - in a response (ACK, READ response, ATOMIC ACK): the sender's NIC takes such requests (the
+ *   offer; a peer sends them only to a NIC that made it, param ack_ride).
+ * Sent as 0 otherwise and toward other stacks; the ICRC covers it. */
+#define SR_BTH_SR_ACKRIDE 0x10000000u
+/* The bits the PSN setters keep. */
+#define SR_BTH_SR_KEEP (SR_BTH_ACKREQ | SR_BTH_SR_RDSEG | SR_BTH_SR_EVEN | SR_BTH_SR_ACKRIDE)
 #define SR_BTH_PSN_MASK 0x00ffffffu
 #define SR_DEFAULT_PKEY 0xffff
 #define SR_QPN_MULTICAST 0xffffff
@@ -110,6 +121,11 @@ static inline bool sr_bth_sr_rdseg(const struct sr_bth *b) { return sr_ld_be32(b
 static inline uint32_t sr_bth_psn(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_PSN_MASK; }
 static inline bool sr_bth_sr_marked(const struct sr_bth *b) { return b->qpn[0] & SR_BTH_SR_MARK; }
 static inline bool sr_bth_sr_placed(const struct sr_bth *b) { return sr_ld_be32(b->apsn) & SR_BTH_SR_PLACED; }
+/* A marked packet's bit 28 (SR_BTH_SR_ACKRIDE): a carried ACK (request) or the offer (response). */
+static inline bool sr_bth_sr_ackride(const struct sr_bth *b)
+{
+	return sr_bth_sr_marked(b) && (sr_ld_be32(b->apsn) & SR_BTH_SR_ACKRIDE);
+}
 /* The payload a softrdma sender's NIC takes (bytes; 0: unmarked or nothing beyond the MTU). */
 static inline uint32_t sr_bth_sr_seg(const struct sr_bth *b)
 {
@@ -156,6 +172,10 @@ static inline void sr_bth_set_sr_rdseg(struct sr_bth *b)
 static inline void sr_bth_set_sr_even(struct sr_bth *b)
 {
 	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_EVEN);
+}
+static inline void sr_bth_set_sr_ackride(struct sr_bth *b)
+{
+	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_ACKRIDE);
 }
 
 /* ---- RETH: RDMA Extended Transport Header (9.3.3) -------------------------------------- */
@@ -222,6 +242,25 @@ static inline uint32_t sr_aeth_msn(const struct sr_aeth *h) { return sr_ld_be32(
 static inline void sr_aeth_build(struct sr_aeth *h, uint8_t syndrome, uint32_t msn)
 {
 	sr_st_be32(h->smsn, ((uint32_t)syndrome << 24) | (msn & SR_MSN_MASK));
+}
+
+/* ---- softrdma's ACK that rides in a request (SR_BTH_SR_ACKRIDE; docs/cm.md) ------------- *
+ * Between the opcode's headers and the payload of a marked RC request with bit 28 set: the
+ * AETH of an ACK (its syndrome an ACK's, type 00; the MSN), then a kind (1: an ACK; others
+ * reserved, refused) and the PSN that ACK acknowledges. The receiver's parser strips it (the
+ * payload starts after it) and takes the ACK as it would an ACK packet of that PSN and AETH. */
+struct sr_ackride {
+	struct sr_aeth aeth;
+	uint8_t kpsn[4];	/* kind(8) | PSN(24) */
+} __attribute__((packed));
+enum { SR_ACKRIDE_LEN = 8, SR_ACKRIDE_KIND_ACK = 1 };
+_Static_assert(sizeof(struct sr_ackride) == SR_ACKRIDE_LEN, "a carried ACK is 8 bytes");
+static inline unsigned sr_ackride_kind(const struct sr_ackride *h) { return h->kpsn[0]; }
+static inline uint32_t sr_ackride_psn(const struct sr_ackride *h) { return sr_ld_be32(h->kpsn) & SR_BTH_PSN_MASK; }
+static inline void sr_ackride_build(struct sr_ackride *h, uint8_t syndrome, uint32_t msn, uint32_t psn)
+{
+	sr_aeth_build(&h->aeth, syndrome, msn);
+	sr_st_be32(h->kpsn, ((uint32_t)SR_ACKRIDE_KIND_ACK << 24) | (psn & SR_BTH_PSN_MASK));
 }
 
 /* ---- AtomicAckETH (9.3.6) ---------------------------------------------------------------- */

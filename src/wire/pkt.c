@@ -65,5 +65,31 @@ enum sr_parse_err sr_pkt_parse(struct sr_pkt *p, void *buf, size_t len)
 	p->se = sr_bth_se(bth);
 	if (len < (size_t)info->length + SR_ICRC_LEN)
 		return SR_PE_SHORT;
-	return check_payload(p, len - info->length - SR_ICRC_LEN);
+	if ((info->mask & SR_M_REQ) && sr_bth_sr_ackride(bth)) {
+		const struct sr_ackride *r = (const void *)(p->hdr + info->length);
+
+		/* Only a whole RC message in one packet carries an ACK (docs/cm.md), and only an
+		 * ACK (kind 1, an ACK's syndrome): anything else is malformed. */
+		if ((info->mask & (SR_M_RC | SR_M_START | SR_M_END)) != (SR_M_RC | SR_M_START | SR_M_END) ||
+		    len < (size_t)info->length + SR_ACKRIDE_LEN + SR_ICRC_LEN ||
+		    sr_ackride_kind(r) != SR_ACKRIDE_KIND_ACK ||
+		    (sr_aeth_syndrome(&r->aeth) & SR_AETH_TYPE_MASK) != SR_AETH_ACK)
+			return SR_PE_BAD_RIDE;
+		p->hdr_len = (uint8_t)(info->length + SR_ACKRIDE_LEN);
+	}
+	return check_payload(p, len - p->hdr_len - SR_ICRC_LEN);
+}
+
+void sr_pkt_ackride_pkt(const struct sr_pkt *p, uint8_t buf[SR_ACKRIDE_PKT_LEN], struct sr_pkt *ack)
+{
+	const struct sr_ackride *r = sr_pkt_ackride(p);
+	const struct sr_bth *bth = sr_pkt_bth(p);
+
+	sr_bth_build((struct sr_bth *)buf, SR_OPC(SR_TR_RC, SR_OP_ACK), false, false, 0,
+		     sr_bth_pkey(bth), p->qpn, false, sr_ackride_psn(r));
+	buf[4] = p->hdr[4];	/* the mark and offers in byte 4, FECN, BECN: the carrier's */
+	memcpy(buf + SR_BTH_LEN, &r->aeth, SR_AETH_LEN);
+	memset(buf + SR_BTH_LEN + SR_AETH_LEN, 0, SR_ICRC_LEN);
+	/* (cannot fail: a BTH of a valid opcode, an AETH, the ICRC's room) */
+	(void)sr_pkt_parse(ack, buf, SR_ACKRIDE_PKT_LEN);
 }

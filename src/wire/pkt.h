@@ -23,7 +23,8 @@ struct sr_ipudp;
 	X(BAD_OPCODE, "opcode not valid for RoCEv2 / not supported")       \
 	X(BAD_TVER, "BTH transport header version is not 0")              \
 	X(BAD_PAD, "pad count larger than the payload or payload on a no-payload opcode") \
-	X(BAD_ICRC, "ICRC does not match")
+	X(BAD_ICRC, "ICRC does not match")                                \
+	X(BAD_RIDE, "a carried ACK (BTH resv7 bit 28 of a softrdma request) where none may ride, or malformed")
 
 enum sr_parse_err {
 #define SR_PE_ENUM(n, d) SR_PE_##n,
@@ -42,7 +43,7 @@ struct sr_pkt {
 	uint32_t mask;		/* sr_opcode[opcode].mask */
 	uint8_t opcode;
 	uint8_t pad;
-	uint8_t hdr_len;	/* sr_opcode[opcode].length */
+	uint8_t hdr_len;	/* sr_opcode[opcode].length, + SR_ACKRIDE_LEN with a carried ACK */
 	uint32_t qpn;		/* destination QP */
 	uint32_t psn;
 	bool ackreq;
@@ -68,5 +69,17 @@ static inline void *sr_pkt_h(const struct sr_pkt *p, enum sr_hdr_id h)
 }
 static inline void *sr_pkt_payload(const struct sr_pkt *p) { return p->hdr + p->hdr_len; }
 static inline const struct sr_bth *sr_pkt_bth(const struct sr_pkt *p) { return (const struct sr_bth *)p->hdr; }
+/* The ACK a softrdma request carries (SR_BTH_SR_ACKRIDE, checked by the parser), or NULL. */
+static inline const struct sr_ackride *sr_pkt_ackride(const struct sr_pkt *p)
+{
+	return p->hdr_len != sr_opcode[p->opcode].length
+		       ? (const struct sr_ackride *)(p->hdr + sr_opcode[p->opcode].length)
+		       : NULL;
+}
+/* Makes *ack the ACK packet that request p carries (p: parsed, sr_pkt_ackride(p) not NULL), as
+ * if it had come alone: its BTH (p's, with the ACK opcode and the carried PSN) and AETH are
+ * written to buf, its ICRC checked already (p's covers them). */
+#define SR_ACKRIDE_PKT_LEN (SR_BTH_LEN + SR_AETH_LEN + SR_ICRC_LEN)
+void sr_pkt_ackride_pkt(const struct sr_pkt *p, uint8_t buf[SR_ACKRIDE_PKT_LEN], struct sr_pkt *ack);
 
 #endif /* SR_WIRE_PKT_H */

@@ -346,6 +346,75 @@ static void test_parse_valid(void)
 	}
 }
 
+/*
+ * An ACK riding in a request (SR_BTH_SR_ACKRIDE, struct sr_ackride): a marked RC request that
+ * is a whole message carries it after its headers, the parser strips it; any other request
+ * with the bit is BAD_RIDE; a response's bit is the offer (no extension); an unmarked
+ * packet's bit is reserved and ignored.
+ */
+static void test_parse_ride(void)
+{
+	static uint8_t buf[256];
+	int rides = 0;
+
+	for (int opc = 0; opc < 256; opc++) {
+		const struct sr_opcode_info *o = &sr_opcode[opc];
+		bool pl = o->mask & SR_M_PAYLOAD;
+		size_t paylen = pl ? 5 : 0, len;
+		bool may = (o->mask & (SR_M_REQ | SR_M_RC | SR_M_START | SR_M_END)) ==
+			   (SR_M_REQ | SR_M_RC | SR_M_START | SR_M_END);
+		struct sr_ackride *r = (struct sr_ackride *)(buf + o->length);
+		struct sr_pkt p, ack;
+		uint8_t abuf[SR_ACKRIDE_PKT_LEN];
+
+		if (!o->name || opc == SR_OPCODE_CNP)
+			continue;
+		len = make_pkt(buf, (uint8_t)opc, paylen + SR_ACKRIDE_LEN, pl ? 3 : 0);
+		buf[4] = SR_BTH_SR_MARK;
+		sr_bth_set_sr_ackride((struct sr_bth *)buf);
+		sr_bth_set_psn((struct sr_bth *)buf, 77);	/* keeps the bit */
+		CHECK(sr_bth_sr_ackride((const struct sr_bth *)buf));
+		sr_ackride_build(r, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, 0x10203, 0x654321);
+		if (!(o->mask & SR_M_REQ)) {
+			/* A response: the offer; the 8 bytes are its payload, if it has one. */
+			CHECK_EQ(sr_pkt_parse(&p, buf, len), pl ? SR_PE_OK : SR_PE_BAD_PAD);
+			if (pl)
+				CHECK(!sr_pkt_ackride(&p) && p.hdr_len == o->length);
+			continue;
+		}
+		if (!may) {
+			CHECK_EQ(sr_pkt_parse(&p, buf, len), SR_PE_BAD_RIDE);
+			continue;
+		}
+		rides++;
+		CHECK_EQ(sr_pkt_parse(&p, buf, len), SR_PE_OK);
+		CHECK(p.hdr_len == o->length + SR_ACKRIDE_LEN && p.paylen == paylen && p.psn == 77);
+		CHECK((uint8_t *)sr_pkt_payload(&p) == buf + o->length + SR_ACKRIDE_LEN);
+		CHECK(sr_pkt_ackride(&p) == r);
+		sr_pkt_ackride_pkt(&p, abuf, &ack);
+		CHECK(ack.opcode == SR_OPC(SR_TR_RC, SR_OP_ACK) && ack.psn == 0x654321 &&
+		      ack.qpn == 0x123456 && !ack.ackreq && (ack.mask & SR_M_RESP));
+		CHECK(sr_aeth_msn(sr_pkt_h(&ack, SR_H_AETH)) == 0x10203);
+		CHECK(sr_bth_sr_marked(sr_pkt_bth(&ack)));
+		/* No room for it (what is left would be payload): BAD_RIDE. */
+		if (!pl)
+			CHECK_EQ(sr_pkt_parse(&p, buf, o->length + SR_ACKRIDE_LEN - 1 + SR_ICRC_LEN),
+				 SR_PE_BAD_RIDE);
+		/* Not an ACK: a NAK, or another kind. */
+		sr_ackride_build(r, SR_AETH_NAK | SR_NAK_PSN_SEQ_ERR, 0, 1);
+		CHECK_EQ(sr_pkt_parse(&p, buf, len), SR_PE_BAD_RIDE);
+		sr_ackride_build(r, SR_AETH_ACK, 0, 1);
+		r->kpsn[0] = 0;
+		CHECK_EQ(sr_pkt_parse(&p, buf, len), SR_PE_BAD_RIDE);
+		/* Unmarked: the bit is reserved, nothing rides. */
+		buf[4] = 0;
+		CHECK_EQ(sr_pkt_parse(&p, buf, len), pl ? SR_PE_OK : SR_PE_BAD_PAD);
+		if (pl)
+			CHECK(!sr_pkt_ackride(&p) && p.paylen == paylen + SR_ACKRIDE_LEN);
+	}
+	CHECK_EQ(rides, 10);	/* RC SEND ONLY (3), WRITE ONLY (2), READ, 2 atomics, FLUSH, ATOMIC WRITE */
+}
+
 static enum sr_parse_err parse_bytes(const uint8_t *bytes, size_t len)
 {
 	uint8_t *b = malloc(len ? len : 1);	/* exact size: ASan sees any over-read */
@@ -520,6 +589,7 @@ int main(void)
 	test_psn();
 	test_parse_valid();
 	test_parse_errors();
+	test_parse_ride();
 	test_fuzz();
 	return sr_test_done("test_wire");
 }
