@@ -35,7 +35,8 @@ opcode_count() { awk -F'\t' -v o="$2" '$3 == o { n++ } END { print n + 0 }' "$1"
 
 # check_capture NAME SIDE EXPECTED_OPCODES
 # EXPECTED_OPCODES: "opcode:count ..." where count is a number, "acks" (= acks_sent +
-# acks_rcvd of that side) or "*" (any number); no other opcode may appear.
+# acks_rcvd - acks_rode_rcvd of that side: an ACK that rode in a request, param ack_ride, is
+# no frame of its own) or "*" (any number); no other opcode may appear.
 check_capture() {
 	local name=$1 side=$2 expected=$3
 	local pcap=$SR_TMP/$name.$side.pcap txt=$SR_TMP/$name.$side.txt
@@ -93,7 +94,8 @@ check_capture() {
 		op=${spec%%:*}
 		want=${spec#*:}
 		[ "$want" = "*" ] && continue
-		[ "$want" = acks ] && want=$(($(sr_stat "$st" acks_sent) + $(sr_stat "$st" acks_rcvd)))
+		[ "$want" = acks ] && want=$(($(sr_stat "$st" acks_sent) + $(sr_stat "$st" acks_rcvd) -
+			$(sr_stat "$st" acks_rode_rcvd)))
 		sr_expect_eq "$name $side: frames with BTH opcode $op" "$want" "$(opcode_count "$txt" "$op")"
 	done
 	set +f
@@ -122,11 +124,13 @@ pp() {
 retrans2() { sr_stat2 "$1" retransmits; }
 
 # acks_bounds NAME SIDE: with retransmissions, stale responses are dropped and counted in
-# drop_psn, not acks_rcvd: acks_sent + acks_rcvd <= ACK frames <= that + drop_psn.
+# drop_psn, not acks_rcvd: acks_sent + acks_rcvd <= ACK frames <= that + drop_psn, less the
+# ACKs that rode in requests (acks_rode_rcvd, param ack_ride: counted in acks_rcvd, or in
+# drop_psn when stale, and no frame of their own).
 acks_bounds() {
 	local st=$SR_TMP/$1.$2.stats n lo hi
 	n=$(opcode_count "$SR_TMP/$1.$2.txt" 17)
-	lo=$(($(sr_stat "$st" acks_sent) + $(sr_stat "$st" acks_rcvd)))
+	lo=$(($(sr_stat "$st" acks_sent) + $(sr_stat "$st" acks_rcvd) - $(sr_stat "$st" acks_rode_rcvd)))
 	hi=$((lo + $(sr_stat "$st" drop_psn)))
 	if [ "$n" -ge "$lo" ] && [ "$n" -le "$hi" ]; then
 		sr_ok "$1 $2: $n ACK frames, within acks_sent + acks_rcvd [+ drop_psn] = $lo..$hi"
