@@ -82,13 +82,14 @@ expect_sum $name retransmits 1
 
 # --- RC under corruption: one flipped bit per corrupted packet. The receiver must drop a
 # corrupted packet (the header checks or the ICRC catch it: drop_opcode, drop_tver,
-# drop_pad, drop_short, drop_icrc) and the sender must resend it. Exception: the ICRC does
+# drop_pad, drop_short, drop_icrc; drop_ride when the flip sets the carried-ACK bit of a
+# softrdma request, which the parser checks before the ICRC) and the sender must resend it. Exception: the ICRC does
 # not cover the BTH's 8 reserved bits (resv8a) nor FECN/BECN (RoCEv2 masks them as variant
 # fields), so a flip there is accepted, harmlessly: 10 bits of a 20-byte ACK (6%), far fewer
 # of a data packet. Hence: dropped <= corrupted, and dropped >= 90% of corrupted; anything
 # lower would mean corrupted packets got through.
 name=rc_corrupt
-CORRUPT_DROPS="drop_icrc drop_opcode drop_tver drop_pad drop_short"
+CORRUPT_DROPS="drop_icrc drop_opcode drop_tver drop_pad drop_short drop_ride"
 if faulty $name 45 corrupt=0.02 ibv_rc_pingpong -g 0 -s 65536 -n 200 -c; then
 	sr_check_pingpong $name 65536 200
 	sr_check_stats $name $((65536 * 200)) $RC_OK $CORRUPT_DROPS
