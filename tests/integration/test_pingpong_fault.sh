@@ -83,11 +83,10 @@ expect_sum $name retransmits 1
 # --- RC under corruption: one flipped bit per corrupted packet. The receiver must drop a
 # corrupted packet (the header checks or the ICRC catch it: drop_opcode, drop_tver,
 # drop_pad, drop_short, drop_icrc; drop_ride when the flip sets the carried-ACK bit of a
-# softrdma request, which the parser checks before the ICRC) and the sender must resend it. Exception: the ICRC does
-# not cover the BTH's 8 reserved bits (resv8a) nor FECN/BECN (RoCEv2 masks them as variant
-# fields), so a flip there is accepted, harmlessly: 10 bits of a 20-byte ACK (6%), far fewer
-# of a data packet. Hence: dropped <= corrupted, and dropped >= 90% of corrupted; anything
-# lower would mean corrupted packets got through.
+# softrdma request, which the parser checks before the ICRC) and the sender must resend it.
+# The injector never flips BTH byte 4 (FECN, BECN, resv6), which RoCEv2 leaves out of the
+# ICRC (src/net/fault.h). Hence: dropped <= corrupted, and dropped >= 90% of corrupted;
+# anything lower would mean corrupted packets got through.
 name=rc_corrupt
 CORRUPT_DROPS="drop_icrc drop_opcode drop_tver drop_pad drop_short drop_ride"
 if faulty $name 45 corrupt=0.02 ibv_rc_pingpong -g 0 -s 65536 -n 200 -c; then
