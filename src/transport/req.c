@@ -349,11 +349,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
-	if (sr_qp_fshort_offer(qp)) {
-		hdr[4] |= SR_BTH_SR_FSHORT;
-		if (sr_params()->seg_even)
-			sr_bth_set_sr_even((struct sr_bth *)hdr);
-	}
+	sr_qp_cut_offers(qp, hdr);
 	if ((w->opcode == IBV_WR_RDMA_READ && w->seg > qp->mtu) || w->dplaced)
 		sr_bth_set_sr_rdseg((struct sr_bth *)hdr);	/* READ: responses in w->seg
 								 * (req_seg); WRITE with immediate:

@@ -40,11 +40,7 @@ static int resp_xmit(struct sr_qp *qp, uint8_t op, uint32_t psn, uint8_t syn,
 
 	sr_bth_build((struct sr_bth *)hdr, op, false, false, (-paylen) & 3, SR_DEFAULT_PKEY,
 		     qp->attr.dest_qp_num, false, psn);
-	if (sr_qp_fshort_offer(qp)) {
-		hdr[4] |= SR_BTH_SR_FSHORT;
-		if (sr_params()->seg_even)
-			sr_bth_set_sr_even((struct sr_bth *)hdr);
-	}
+	sr_qp_cut_offers(qp, hdr);
 	if (qp->nic->ack_ride && qp->peer_sr)
 		sr_bth_set_sr_ackride((struct sr_bth *)hdr);	/* the offer (sr_resp_ride) */
 	if (oi->mask & SR_M_AETH)
@@ -506,14 +502,15 @@ static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 			/* A WRITE's FIRST may be short by its RETH (one datagram size): to a
 			 * multiple of 4 KiB, or evenly cut (up to seg_max + 16) where this NIC
 			 * offers that. */
-			if ((seg & 4095) && (pkt->mask & SR_M_RETH) && !(pkt->mask & SR_M_END)) {
-				seg += SR_RETH_LEN;
-				if ((seg & 4095) && sr_qp_even_offer(qp))
-					max += SR_RETH_LEN;
-				else if (seg & 4095)
+			if ((seg & 4095) && !(pkt->mask & SR_M_END)) {
+				if (!(pkt->mask & SR_M_RETH))
 					return false;
-			} else if ((seg & 4095) && !(pkt->mask & SR_M_END)) {
-				return false;
+				seg += SR_RETH_LEN;
+				if (seg & 4095) {
+					if (!sr_qp_even_offer(qp))
+						return false;
+					max += SR_RETH_LEN;
+				}
 			}
 			if (!large || seg > max)
 				return false;

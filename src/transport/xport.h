@@ -42,6 +42,17 @@ static inline bool sr_qp_even_offer(const struct sr_qp *qp)
 	return sr_qp_fshort_offer(qp) && sr_params()->seg_even;
 }
 
+/* Writes this responder's WRITE-cut offers (SR_BTH_SR_FSHORT, SR_BTH_SR_EVEN) into the BTH of
+ * a packet the QP sends, request or response. */
+static inline void sr_qp_cut_offers(const struct sr_qp *qp, uint8_t *hdr)
+{
+	if (!sr_qp_fshort_offer(qp))
+		return;
+	hdr[4] |= SR_BTH_SR_FSHORT;
+	if (sr_params()->seg_even)
+		sr_bth_set_sr_even((struct sr_bth *)hdr);
+}
+
 /* The transport class of the QP's opcodes. */
 static inline uint8_t sr_qp_tr(const struct sr_qp *qp)
 {
