@@ -770,6 +770,10 @@ struct sr_qp {
 	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
 	uint32_t peer_seg;		/* in-band offer seen in the peer's packets (BTH resv6) */
 	bool peer_sr;			/* the peer's packets carry softrdma's mark (BTH resv6) */
+	bool peer_heard;		/* ... both taken from a packet of this peer (recv.c
+					 * hear_offer: a change needs two packets in a row) */
+	uint8_t peer_odd;		/* 0x80 | the mark and units of the last packet that
+					 * differed from them (0: none) */
 	bool peer_fshort;		/* ... and SR_BTH_SR_FSHORT: a WRITE's FIRST may be short */
 	bool peer_even;			/* ... and SR_BTH_SR_EVEN: a WRITE may be cut evenly */
 	bool peer_ride;			/* ... and its responses offer SR_BTH_SR_ACKRIDE: it takes an

@@ -70,12 +70,13 @@
 	X(acks_rode, "ACKs that left inside the request of the application's answer rather than as a packet of their own: deferred ACKs toward a softrdma peer that takes them (param ack_ride; counted in acks_deferred too, not in acks_sent)") \
 	X(acks_rcvd, "ACK packets received (a carried one too: acks_rode_rcvd)")   \
 	X(acks_rode_rcvd, "ACKs received inside a softrdma peer's request (BTH resv7 bit 28), taken before that request") \
+	X(offer_kept, "packets whose in-band offer (BTH byte 4: softrdma's mark and segment units, outside the ICRC) differed from the one their connected QP holds for its peer, which kept it (a change needs two packets in a row: one flipped bit changes nothing)") \
 	X(drop_short, "dropped: too short for its headers")                         \
 	X(drop_opcode, "dropped: invalid or unsupported opcode")                    \
 	X(drop_tver, "dropped: BTH transport version not 0")                        \
 	X(drop_pad, "dropped: bad pad count")                                       \
 	X(drop_icrc, "dropped: ICRC mismatch")                                      \
-	X(drop_ride, "dropped: a request marked as carrying an ACK where none may ride (not a whole RC message in one packet), too short for it, or not carrying an ACK") \
+	X(drop_ride, "dropped: a request marked as carrying an ACK where none may ride (not a whole RC message in one packet), too short for it, or not carrying an ACK; or one with the bit but not the mark from a peer whose packets carry it (the mark lost on the way: the ACK would be taken for payload)") \
 	X(drop_qpn, "dropped: no such destination QP")                              \
 	X(drop_qp_gone, "dropped: for a QP destroyed here in the last 10 s (a peer's last ACK, probe or retransmission after the end)") \
 	X(drop_qp_type, "dropped: opcode class does not match the QP type")        \

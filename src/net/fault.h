@@ -5,8 +5,9 @@
  *   SOFTRDMA_FAULT="delay=20000,jitter=5000,to=10.1.2.1"
  * drop, dup, reorder and corrupt are per-packet probabilities, decided in that order. "reorder"
  * holds a packet back and sends it after the next one (or after 1 ms if no other packet comes);
- * "corrupt" flips one bit of the packet, never in BTH byte 4, which the ICRC leaves out (the
- * receiver's ICRC check must catch it). "after=N"
+ * "corrupt" flips one bit of the packet (the receiver's ICRC check must catch it, but for BTH
+ * byte 4, which the ICRC leaves out: FECN and BECN, which softrdma does not act on, and its
+ * in-band offers, which a receiver keeps until two packets in a row change them). "after=N"
  * lets the first N packets through untouched: "drop=1,after=20000" is a link that dies in the
  * middle of a transfer.
  *

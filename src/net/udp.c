@@ -702,15 +702,12 @@ static int faulted(struct sr_nic *nic, const struct sr_ipudp *t, const struct so
 	case SR_FAULT_CORRUPT:
 		copy = linearize(iov, n, len);
 		if (copy) {
-			/* Any bit but BTH byte 4's: RoCEv2 leaves that byte out of the ICRC (FECN,
-			 * BECN, resv6), and softrdma's offers to its peers ride there, guarded on
-			 * the way by the UDP checksum (which this flip, made before the kernel
-			 * computes it, would pass). A flip there is not a network's fault; one
-			 * in the offer of a READ request is refused as an invalid request. */
-			uint32_t bit = sr_fault_rand(f, (uint32_t)len * 8 - 8);
+			/* Any bit, BTH byte 4's too: RoCEv2 leaves that byte out of the ICRC
+			 * (FECN, BECN, resv6), so a flip there arrives; softrdma's offers ride
+			 * there, and a QP changes the one it holds only when two packets in a
+			 * row say so (recv.c hear_offer). */
+			uint32_t bit = sr_fault_rand(f, (uint32_t)len * 8);
 
-			if (bit >= 4 * 8)
-				bit += 8;
 			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 			v.iov_base = copy;
 			v.iov_len = len;

@@ -78,6 +78,44 @@ static bool ride_first(struct sr_nic *nic, struct sr_qp *qp, struct sr_pkt *pkt)
 	return qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_ERR;
 }
 
+/*
+ * The peer's offer (docs/cm.md, In-band large segments): the mark and units of BTH byte 4,
+ * which the ICRC leaves out, so a bit flipped on the way arrives unseen. A peer's NIC puts the
+ * same offer in every packet (udp.c sr_net_xmit), so a connected QP takes the first one it
+ * hears from this peer at once, and a different one only once two packets in a row carry it:
+ * one packet's flipped bit changes nothing, and the QP goes on cutting its messages and its
+ * READ responses (resp.c read_seg) as both sides agreed. Such a packet is counted
+ * (offer_kept). A UD QP hears many peers: it takes each packet's.
+ */
+static void hear_offer(struct sr_nic *nic, struct sr_qp *qp, const struct sr_bth *b)
+{
+	uint8_t o = sr_bth_sr_marked(b) ? b->qpn[0] & (SR_BTH_SR_MARK | SR_BTH_SR_UNITS) : 0;
+	uint8_t held = qp->peer_sr ? (uint8_t)(SR_BTH_SR_MARK | qp->peer_seg / 4096) : 0;
+
+	if (qp->type != IBV_QPT_UD && qp->peer_heard && o != held &&
+	    (uint8_t)(0x80 | o) != qp->peer_odd) {
+		qp->peer_odd = (uint8_t)(0x80 | o);
+		sr_stat_inc(&nic->stats, SR_STAT_offer_kept);
+		return;
+	}
+	qp->peer_heard = true;
+	qp->peer_odd = 0;
+	qp->peer_seg = sr_bth_sr_seg(b);
+	qp->peer_sr = sr_bth_sr_marked(b);
+}
+
+/* A request with resv7 bit 28 (a carried ACK, SR_BTH_SR_ACKRIDE) but without the mark, from a
+ * peer whose packets carry it: the mark was lost on the way (byte 4, outside the ICRC), and the
+ * parser left the ACK's 8 bytes in the payload. Dropped (drop_ride); the peer resends. From an
+ * unmarked peer the bit is IBA's reserved one: ignored. */
+static bool ride_unmarked(const struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	const struct sr_bth *b = sr_pkt_bth(pkt);
+
+	return (pkt->mask & SR_M_REQ) && qp->peer_sr && !sr_bth_sr_marked(b) &&
+	       (sr_ld_be32(b->apsn) & SR_BTH_SR_ACKRIDE);
+}
+
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 {
 	struct sr_qp *qp;
@@ -116,9 +154,10 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 	} else if (pkt->icrc_tuple && !((pkt->mask & SR_M_REQ) ? sr_resp_place(qp, pkt)
 							       : sr_comp_place(qp, pkt))) {
 		sr_net_icrc_drop(nic);
+	} else if (ride_unmarked(qp, pkt)) {
+		drop(nic, pkt, SR_STAT_drop_ride);
 	} else {
-		qp->peer_seg = sr_bth_sr_seg(sr_pkt_bth(pkt));
-		qp->peer_sr = sr_bth_sr_marked(sr_pkt_bth(pkt));
+		hear_offer(nic, qp, sr_pkt_bth(pkt));
 		qp->peer_fshort = sr_bth_sr_fshort(sr_pkt_bth(pkt));
 		qp->peer_even = sr_bth_sr_even(sr_pkt_bth(pkt));
 		if (!(pkt->mask & SR_M_REQ)) {

@@ -487,7 +487,7 @@ static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t le
  */
 static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 {
-	bool large = sr_bth_sr_marked(sr_pkt_bth(pkt)) && !qp->seg &&
+	bool large = qp->peer_sr && !qp->seg &&
 		     qp->attr.path_mtu == IBV_MTU_4096 && sr_params()->seg_inband &&
 		     (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) &&
 		     pkt->paylen <= qp->nic->seg_max;
@@ -628,7 +628,7 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 	uint32_t plen = pkt->paylen;
 	bool placed = rc && (pkt->mask & SR_M_IMMDT) && (pkt->mask & SR_M_START) &&
 		      (pkt->mask & SR_M_END) && !pkt->paylen && qp->resp.wlen &&
-		      sr_bth_sr_marked(sr_pkt_bth(pkt)) && sr_bth_sr_placed(sr_pkt_bth(pkt));
+		      qp->peer_sr && sr_bth_sr_placed(sr_pkt_bth(pkt));
 
 	if (placed)
 		plen = qp->resp.wlen;
@@ -813,12 +813,15 @@ static struct sr_res *res_new(struct sr_qp *qp)
 /*
  * The payload of each response to READ request pkt: the path MTU, or the large segment a
  * softrdma requester asked for (SR_BTH_SR_RDSEG: min(its offer, our seg_max), which is what
- * its req_seg chose from our offer); 0 when it asks for one this QP cannot give.
+ * its req_seg chose from our offer); 0 when it asks for one this QP cannot give. Its offer is
+ * the one the QP holds for the peer (recv.c hear_offer), not this packet's byte 4 alone: the
+ * ICRC leaves that out, and a bit flipped there would have the READ refused or cut at a size
+ * the requester does not count by.
  */
 static uint32_t read_seg(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	const struct sr_bth *bth = sr_pkt_bth(pkt);
-	uint32_t s = sr_bth_sr_seg(bth);
+	uint32_t s = qp->peer_sr ? qp->peer_seg : 0;
 
 	if (!sr_bth_sr_rdseg(bth))
 		return qp->mtu;
@@ -1435,6 +1438,8 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->peer_fshort = false;
 	qp->peer_even = false;
 	qp->peer_sr = false;
+	qp->peer_heard = false;
+	qp->peer_odd = 0;
 	qp->peer_ride = false;
 	sr_xrc_unbind(qp);
 	if (qp->resp.res)

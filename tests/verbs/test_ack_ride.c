@@ -353,7 +353,7 @@ static bool receiver(void)
 	struct sr_ackride ext;
 	uint8_t msg[8] = "ride-me", got[8];
 	int64_t rcvd = vu_stat("acks_rode_rcvd"), psn_drops = vu_stat("drop_psn");
-	int64_t bad = vu_stat("drop_ride"), icrc = vu_stat("drop_icrc");
+	int64_t bad = vu_stat("drop_ride"), icrc = vu_stat("drop_icrc"), kept;
 
 	printf("a carried ACK is taken first; hostile ones are checked or dropped\n");
 	mark = SR_BTH_SR_MARK;
@@ -413,15 +413,37 @@ static bool receiver(void)
 		goto out;
 	CHECK_EQ(vu_stat("drop_ride") - bad, 4);
 	CHECK_EQ(vu_stat("acks_rode_rcvd") - rcvd, 2);
-	/* Bit 28 of an unmarked packet is reserved: ignored, the 8 bytes are payload. */
+	/* The mark lost on the way (BTH byte 4, which the ICRC leaves out) from a peer whose
+	 * packets carry it: its bit 28 says an ACK rides, which the parser left in the payload.
+	 * Dropped and counted. */
 	mark = 0;
+	peer_send(msg, sizeof(msg), NULL, true, 0, OPC(SEND_ONLY));
+	if (!rp_expect_quiet(&rp, 200, "nothing: a carried ACK without its mark is dropped",
+			     __LINE__))
+		goto out;
+	CHECK_EQ(vu_stat("drop_ride") - bad, 5);
+	/* One unmarked packet changes nothing the QP holds of its peer (offer_kept: its answer
+	 * still makes the offer of a softrdma peer); the second in a row does. */
+	kept = vu_stat("offer_kept");
+	for (int k = 0; k < 2; k++) {
+		peer_send(msg, sizeof(msg), NULL, false, 0, OPC(SEND_ONLY));
+		rpsn++;
+		if (!next_wc(IBV_WC_RECV, 8, __LINE__))
+			goto out;
+		mark = k ? 0 : SR_BTH_SR_MARK;	/* what the QP holds */
+		if (!expect_ack(__LINE__))
+			goto out;
+		mark = 0;
+	}
+	CHECK_EQ(vu_stat("offer_kept") - kept, 1);
+	/* Bit 28 of an unmarked peer's packet is reserved: ignored, the 8 bytes are payload. */
 	peer_send(msg, sizeof(msg), NULL, true, 0, OPC(SEND_ONLY));
 	rpsn++;
 	if (!next_wc(IBV_WC_RECV, 8, __LINE__))
 		goto out;
-	memcpy(got, tgt.p + 1024 + 64 * 2, 8);
+	memcpy(got, tgt.p + 1024 + 64 * 4, 8);
 	CHECK_EQ(memcmp(got, msg, 8), 0);
-	CHECK_EQ(vu_stat("drop_ride") - bad, 4);
+	CHECK_EQ(vu_stat("drop_ride") - bad, 5);
 	expect_ack(__LINE__);
 out:
 	mark = SR_BTH_SR_MARK;

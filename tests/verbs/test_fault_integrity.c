@@ -136,7 +136,7 @@ static void print_counters(const char *who)
 		"seq_naks_rcvd", "seq_naks_ignored", "inv_req_naks_sent", "access_naks_sent",
 		"op_naks_sent", "naks_rcvd", "dup_requests", "drop_psn", "drop_unexpected",
 		"drop_qp_state", "rnr_naks_sent", "repairs", "rtt_samples", "rtt_sample_us",
-		"rtt_karn_discards",
+		"rtt_karn_discards", "offer_kept", "drop_ride",
 	};
 
 	printf("%s:", who);
