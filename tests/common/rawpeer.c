@@ -184,6 +184,17 @@ int rp_send_ack(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, uint8_t syndrom
 	return rp_send(rp, hdr, hlen, NULL, 0, 0);
 }
 
+int rp_send_write_byte(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, bool ackreq,
+		       uint8_t byte4, uint64_t va, uint32_t rkey)
+{
+	uint8_t hdr[64], b = (uint8_t)psn;
+	size_t hlen = rp_hdr_write(hdr, SR_OPC(SR_TR_RC, SR_OP_WRITE_ONLY), dqpn, psn, ackreq, va,
+				   rkey, 1);
+
+	hdr[4] |= byte4;
+	return rp_send(rp, hdr, hlen, &b, 1, 0);
+}
+
 size_t rp_hdr_write(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool ackreq,
 		    uint64_t va, uint32_t rkey, uint32_t len)
 {

@@ -77,6 +77,11 @@ size_t rp_hdr_send(void *hdr, uint8_t opcode, uint32_t dqpn, uint32_t psn, bool 
 /* One RC SEND_ONLY of 16 bytes (each the PSN's low byte) asking for an ACK, to dqpn at *psn;
  * *psn moves on. 0 or -errno. */
 int rp_send_small(struct rawpeer *rp, uint32_t dqpn, uint32_t *psn);
+/* One RC WRITE_ONLY of one byte, psn's low byte, at va (rkey) to QP dqpn, asking for an ACK if
+ * ackreq, byte4 ORed into BTH byte 4 (SR_BTH_SR_MARK: a softrdma peer's mark; 0: none). 0 or
+ * errno. */
+int rp_send_write_byte(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, bool ackreq,
+		       uint8_t byte4, uint64_t va, uint32_t rkey);
 /* Reads and drops whatever the device has sent the peer (its ACKs), without waiting. */
 void rp_drain(struct rawpeer *rp);
 

@@ -227,6 +227,30 @@ int vu_qp_connect(struct ibv_qp *qp, const struct vu_conn_cfg *c, const union ib
 	return ret;
 }
 
+void vu_conn_cfg_raw(struct vu_conn_cfg *c, uint32_t sq_psn, uint32_t rq_psn)
+{
+	vu_conn_cfg_default(c);
+	c->sq_psn = sq_psn;
+	c->rq_psn = rq_psn;
+}
+
+struct ibv_qp *vu_qp_connect_raw(struct vu_dev *d, struct ibv_cq *cq, const struct vu_qp_cfg *q,
+				 const struct vu_conn_cfg *c, const union ibv_gid *peer_gid,
+				 uint32_t peer_qpn)
+{
+	struct vu_qp_cfg def;
+	struct ibv_qp *qp;
+
+	if (!q) {
+		vu_qp_cfg_default(&def, IBV_QPT_RC);
+		q = &def;
+	}
+	qp = vu_qp_create(d, cq, cq, q);
+	REQUIRE(qp);
+	REQUIRE(vu_qp_connect(qp, c, peer_gid, peer_qpn) == 0);
+	return qp;
+}
+
 struct ibv_qp *vu_qp_to_peer(struct vu_dev *d, struct ibv_cq *cq, const struct vu_conn_cfg *c,
 			     const union ibv_gid *peer_gid, uint32_t peer_qpn,
 			     const struct vu_buf *buf, uint32_t nrecv, uint32_t recv_len)

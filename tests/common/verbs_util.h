@@ -79,6 +79,17 @@ int vu_qp_state(struct ibv_qp *qp);
  * NULL on a failure. For the tests whose raw peer sends to a real QP.
  */
 struct vu_buf;
+/*
+ * For the tests whose raw peer (tests/common/rawpeer.h) plays the other end of an RC QP:
+ * vu_conn_cfg_raw fills c as vu_conn_cfg_default does, but for the first PSNs (sq_psn this QP
+ * sends, rq_psn it expects from the peer); vu_qp_connect_raw creates an RC QP of q (NULL:
+ * vu_qp_cfg_default) on cq (send and receive) and connects it by c to peer_gid, QPN peer_qpn.
+ * A failure fails the test (REQUIRE).
+ */
+void vu_conn_cfg_raw(struct vu_conn_cfg *c, uint32_t sq_psn, uint32_t rq_psn);
+struct ibv_qp *vu_qp_connect_raw(struct vu_dev *d, struct ibv_cq *cq, const struct vu_qp_cfg *q,
+				 const struct vu_conn_cfg *c, const union ibv_gid *peer_gid,
+				 uint32_t peer_qpn);
 struct ibv_qp *vu_qp_to_peer(struct vu_dev *d, struct ibv_cq *cq, const struct vu_conn_cfg *c,
 			     const union ibv_gid *peer_gid, uint32_t peer_qpn,
 			     const struct vu_buf *buf, uint32_t nrecv, uint32_t recv_len);

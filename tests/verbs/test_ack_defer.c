@@ -46,13 +46,9 @@ static struct timespec t_write;	/* when the peer's last request left (CLOCK_REAL
 /* The peer writes one byte (its PSN's low byte) into tgt, asking for an ACK. */
 static void peer_write(void)
 {
-	uint8_t hdr[64], b = (uint8_t)rpsn;
-	size_t hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), qp->qp_num, rpsn, true,
-				   (uint64_t)(uintptr_t)tgt.p + rpsn % 64, tgt.mr->rkey, 1);
-
-	hdr[4] |= mark;
 	clock_gettime(CLOCK_REALTIME, &t_write);
-	REQUIRE(rp_send(&rp, hdr, hlen, &b, 1, 0) == 0);
+	REQUIRE(rp_send_write_byte(&rp, qp->qp_num, rpsn, true, mark,
+				   (uint64_t)(uintptr_t)tgt.p + rpsn % 64, tgt.mr->rkey) == 0);
 	rpsn++;
 }
 
@@ -201,17 +197,11 @@ static void destroy_qp(void)
 
 static void connect_qp(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.sq_psn = P0;
-	c.rq_psn = 0;
+	vu_conn_cfg_raw(&c, P0, 0);
 	c.timeout = 0;	/* no retransmission: every packet below is one the test asked for */
-	qp = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 	rpsn = 0;
 	spsn = P0;
 	answers = 0;

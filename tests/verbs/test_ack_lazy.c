@@ -53,13 +53,9 @@ static struct ibv_qp *connect_raw(void)
 
 	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	q.sq_sig_all = 0;
-	vu_conn_cfg_default(&c);
-	c.sq_psn = P0;
-	c.rq_psn = 0;
+	vu_conn_cfg_raw(&c, P0, 0);
 	c.timeout = 0;	/* no timers: every packet is one the case provokes */
-	p = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(p);
-	REQUIRE(vu_qp_connect(p, &c, &rp.gid, FAKE_QPN) == 0);
+	p = vu_qp_connect_raw(&dev, cq, &q, &c, &rp.gid, FAKE_QPN);
 	rpsn = 0;
 	return p;
 }
@@ -68,13 +64,9 @@ static struct ibv_qp *connect_raw(void)
 static struct timespec t_write;
 static void peer_write(bool ackreq)
 {
-	uint8_t hdr[64], b = (uint8_t)rpsn;
-	size_t hlen = rp_hdr_write(hdr, OPC(WRITE_ONLY), qp->qp_num, rpsn, ackreq,
-				   (uint64_t)(uintptr_t)tgt.p + rpsn % 64, tgt.mr->rkey, 1);
-
-	hdr[4] |= SR_BTH_SR_MARK;
 	clock_gettime(CLOCK_REALTIME, &t_write);
-	REQUIRE(rp_send(&rp, hdr, hlen, &b, 1, 0) == 0);
+	REQUIRE(rp_send_write_byte(&rp, qp->qp_num, rpsn, ackreq, SR_BTH_SR_MARK,
+				   (uint64_t)(uintptr_t)tgt.p + rpsn % 64, tgt.mr->rkey) == 0);
 	rpsn++;
 }
 

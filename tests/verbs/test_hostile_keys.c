@@ -90,10 +90,8 @@ static void victim_connect(struct ibv_qp *qp, uint32_t rq_psn)
 {
 	struct vu_conn_cfg c;
 
-	vu_conn_cfg_default(&c);
+	vu_conn_cfg_raw(&c, 0, rq_psn);
 	c.access = ALL_REMOTE;
-	c.rq_psn = rq_psn;
-	c.sq_psn = 0;
 	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
 }
 

@@ -74,21 +74,13 @@ static void check_target(int line)
 /* An RC QP connected to the raw peer, path MTU mtu (0: the default). */
 static struct ibv_qp *victim_mtu(unsigned access, uint32_t rq_psn, enum ibv_mtu mtu)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
-	struct ibv_qp *qp;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
+	vu_conn_cfg_raw(&c, 0, rq_psn);
 	c.access = access;
-	c.rq_psn = rq_psn;
-	c.sq_psn = 0;
 	if (mtu)
 		c.mtu = mtu;
-	qp = vu_qp_create(&dev, vcq, vcq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
-	return qp;
+	return vu_qp_connect_raw(&dev, vcq, NULL, &c, &rp.gid, FAKE_QPN);
 }
 
 static struct ibv_qp *victim(unsigned access, uint32_t rq_psn)

@@ -36,20 +36,12 @@ static struct ibv_qp *qp;
 
 static struct ibv_qp *make_qp(uint32_t sq_psn)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
-	struct ibv_qp *p;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.sq_psn = sq_psn;
-	c.rq_psn = 0;
+	vu_conn_cfg_raw(&c, sq_psn, 0);
 	c.timeout = 0;		/* no timer: nothing is resent unless a packet asks for it */
 	c.retry_cnt = 7;
-	p = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(p);
-	REQUIRE(vu_qp_connect(p, &c, &rp.gid, FAKE_QPN) == 0);
-	return p;
+	return vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 }
 
 static void end_qp(void)

@@ -33,7 +33,6 @@ static void run(const char *repair)
 	struct rawpeer rp;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 	struct ibv_wc wc;
 	uint8_t buf[4096], hdr[64];
@@ -47,13 +46,9 @@ static void run(const char *repair)
 	REQUIRE(rp_open(&rp, &dev.gid) == 0);
 	cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
 	REQUIRE(cq);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.sq_psn = P0;
+	vu_conn_cfg_raw(&c, P0, 0);
 	c.timeout = 12;		/* 16.8 ms */
-	qp = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 
 	memset(lb.p, 0x5a, 64);
 	CHECK_EQ(vu_post_write_then_bad_lkey(qp, 1, lb.mr, lb.p, 64, RVA, RKEY), 0);

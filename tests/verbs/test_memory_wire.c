@@ -86,17 +86,12 @@ static struct ibv_qp *victim(unsigned access, uint32_t rq_psn, uint64_t send_ops
 {
 	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
-	struct ibv_qp *qp;
 
 	vu_qp_cfg_default(&q, IBV_QPT_RC);
 	q.send_ops_flags = send_ops;
-	vu_conn_cfg_default(&c);
+	vu_conn_cfg_raw(&c, 0, rq_psn);
 	c.access = access;
-	c.rq_psn = rq_psn;
-	qp = vu_qp_create(&dev, vcq, vcq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, PEER_QPN) == 0);
-	return qp;
+	return vu_qp_connect_raw(&dev, vcq, &q, &c, &rp.gid, PEER_QPN);
 }
 
 static void send_aw(uint32_t qpn, uint32_t psn, uint64_t va, uint32_t rkey, const void *v,

@@ -120,20 +120,12 @@ static void ack(uint32_t psn, uint8_t syndrome)
 /* An RC QP connected to the raw peer; rnr_retry 7: retry RNR NAKs forever. */
 static struct ibv_qp *make_qp(uint32_t sq_psn, uint8_t timeout, uint8_t rnr_retry)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
-	struct ibv_qp *p;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
+	vu_conn_cfg_raw(&c, sq_psn, 0);
 	c.rnr_retry = rnr_retry;
-	c.sq_psn = sq_psn;
-	c.rq_psn = 0;
 	c.timeout = timeout;
-	p = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(p);
-	REQUIRE(vu_qp_connect(p, &c, &rp.gid, FAKE_QPN) == 0);
-	return p;
+	return vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 }
 
 static void drain_raw(void)

@@ -139,7 +139,6 @@ static void run(bool lose)
 
 int main(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 
 	sr_test_timeout(60);
@@ -151,14 +150,10 @@ int main(void)
 	vu_fill(remote, LEN, 11);
 	cq = ibv_create_cq(dev.ctx, 16, NULL, NULL, 0);
 	REQUIRE(cq);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
+	vu_conn_cfg_raw(&c, PSN0, 0);
 	c.mtu = IBV_MTU_1024;
-	c.sq_psn = PSN0;
 	c.timeout = 20;		/* 4.3 s: no timeout retry while this test takes its time */
-	qp = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 
 	printf("a READ of 101 packets through a window of 32\n");
 	run(false);

@@ -102,17 +102,11 @@ static void snap(struct snap *s)
 /* A new RC QP toward the raw peer sending from PSN sq_psn, expecting rq_psn; a window of 8. */
 static void new_qp(uint32_t sq_psn, uint32_t rq_psn)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.sq_psn = sq_psn;
-	c.rq_psn = rq_psn;
+	vu_conn_cfg_raw(&c, sq_psn, rq_psn);
 	c.timeout = 0;	/* no timer: no probe, no fast retransmission, only the script */
-	qp = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 }
 
 static void end_qp(void)

@@ -74,17 +74,11 @@ static bool wait_done(uint64_t wr_id)
 
 static void new_qp(uint32_t sq_psn)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.sq_psn = sq_psn;
-	c.rq_psn = 0;
+	vu_conn_cfg_raw(&c, sq_psn, 0);
 	c.timeout = 14;	/* 67 ms: the probe (0.5 ms) and the fast go-back-N (10 ms) come first */
-	qp = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 }
 
 static void end_qp(void)

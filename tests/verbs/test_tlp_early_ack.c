@@ -97,7 +97,6 @@ static bool wait_done(uint64_t wr_id)
 
 int main(void)
 {
-	struct vu_qp_cfg q;
 	struct vu_conn_cfg c;
 	struct sr_pkt pkt;
 	uint32_t P = 5000, F;
@@ -112,14 +111,9 @@ int main(void)
 	cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
 	REQUIRE(cq);
 	vu_fill(lb.p, 8 * MTU, 7);
-	vu_qp_cfg_default(&q, IBV_QPT_RC);
-	vu_conn_cfg_default(&c);
-	c.sq_psn = P;
-	c.rq_psn = 0;
+	vu_conn_cfg_raw(&c, P, 0);
 	c.timeout = 18;	/* 1.07 s: the IBA timer stays out of the way */
-	qp = vu_qp_create(&dev, cq, cq, &q);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 
 	/* Round trips of DELAY_MS until one is sampled (the probes before the first sample
 	 * double their delay per probe, so after a few flights one is answered unprobed). */

@@ -124,13 +124,9 @@ int main(void)
 	vu_fill(lb.p, MTU, 3);
 	vu_qp_cfg_default(&qc, IBV_QPT_RC);
 	qc.max_send_wr = 2 * DEPTH;
-	vu_conn_cfg_default(&c);
-	c.sq_psn = P0;
-	c.rq_psn = 0;
+	vu_conn_cfg_raw(&c, P0, 0);
 	c.timeout = 18;	/* 1.07 s: the IBA timer stays out of the way */
-	qp = vu_qp_create(&dev, cq, cq, &qc);
-	REQUIRE(qp);
-	REQUIRE(vu_qp_connect(qp, &c, &rp.gid, FAKE_QPN) == 0);
+	qp = vu_qp_connect_raw(&dev, cq, &qc, &c, &rp.gid, FAKE_QPN);
 	REQUIRE(sr_priv_qp_set_rtt(qp, RTT_NS, RTT_NS / 4) == 0);
 
 	probes0 = vu_stat("tail_probes");
