@@ -21,6 +21,7 @@
 # (namespaces). A run with no figure is printed as NA. Leaves nothing behind: the scratch
 # directory, the namespaces and the cgroup go at exit.
 set -uo pipefail
+. "$(dirname "$0")/lib.sh"
 
 PAIRS=6
 ITERS=200000
@@ -52,27 +53,10 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ $# -eq 2 ] || usage
-BUILDS=("$(cd "$1" && pwd -P)" "$(cd "$2" && pwd -P)")
-for b in "${BUILDS[@]}"; do
-	[ -x "$b/bin/softrdma" ] || { echo "lat-ab.sh: $b has no bin/softrdma" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "lat-ab.sh: needs root (network namespaces)" >&2; exit 1; }
-command -v ib_write_lat >/dev/null || { echo "lat-ab.sh: no ib_write_lat (perftest)" >&2; exit 1; }
-
-ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
-export SR_BUILD_DIR=${BUILDS[1]} SR_SOURCE_DIR=$ROOT
-# SR_TMP, the exit trap (background timeouts killed, namespaces removed), sr_free_port,
-# sr_wait_listen, sr_netns_pair
-# shellcheck source=../tests/integration/lib.sh
-. "$ROOT/tests/integration/lib.sh"
-# shellcheck disable=SC2034	# read by lib.sh's exit trap
-SR_KEEP_TMP=0
-if [ "$CGROUP" = 1 ]; then
-	. "$ROOT/bench/cgroup.sh"
-	bench_cgroup lat-ab
-	sr_at_exit bench_cgroup_cleanup
-fi
-sr_netns_pair lab 9000 || { echo "lat-ab.sh: could not make the namespaces" >&2; exit 1; }
+bench_need ib_write_lat
+# BUILDS, SR_TMP, the exit trap (background timeouts killed, namespaces removed), sr_free_port,
+# sr_wait_listen, the cgroup, the namespaces SR_NSA and SR_NSB (SR_VA, SR_VB, SR_NET)
+ab_setup lab 1 "$1" "$2"
 if [ "$PROBE" = 1 ]; then
 	timeout 120 gcc -O2 -Wall -o "$SR_TMP/udp_pingpong" "$ROOT/bench/probes/udp_pingpong.c" ||
 		{ echo "lat-ab.sh: could not build the probe" >&2; exit 1; }
@@ -167,6 +151,8 @@ for mode in $MODES; do
 	printf "%-7s median us  A %s  B %s\n        B/A %s, B faster in %s\n" "$mode" \
 		"$(echo "${R[$mode,0]}" | stats)" "$(echo "${R[$mode,1]}" | stats)" \
 		"$(echo "${R[$mode,r]}" | stats)" "$faster"
-	[ "$PROBE" = 1 ] && printf "        A/probe %s  B/probe %s\n" "$(echo "${R[$mode,pa]}" | stats)" \
-		"$(echo "${R[$mode,pb]}" | stats)"
+	if [ "$PROBE" = 1 ]; then
+		printf "        A/probe %s  B/probe %s\n" "$(echo "${R[$mode,pa]}" | stats)" \
+			"$(echo "${R[$mode,pb]}" | stats)"
+	fi
 done

@@ -1,5 +1,6 @@
-# bench/lib.sh: the start that bench/cmtime.sh, mpi.sh, rnbd.sh, rnbd-ab.sh and rtrs.sh share. Sourced
-# first thing, after `set`:  . "$(dirname "$0")/lib.sh"
+# bench/lib.sh: the start that bench/cmtime.sh, mpi.sh, rnbd.sh, rnbd-ab.sh, rtrs.sh and the A/B
+# scripts lat-ab.sh, write-ab.sh and rtrs-ab.sh share. Sourced first thing, after `set`:
+#   . "$(dirname "$0")/lib.sh"
 #
 # Sets ROOT (the repository), BUILD (env, default build), SR (build/bin/softrdma), RESULTS (env,
 # default bench/results), VETH_MTU (env, default 9000: jumbo frames, as a RoCE network would
@@ -22,6 +23,15 @@
 #   bench_rnbd_server LOG CMD...   runs CMD (rnbd-server, under softrdma run) in namespace A in
 #                           the background, its output in LOG, and waits up to 10 s for it to
 #                           export; exit 1 with its log if it does not
+#   ab_setup TAG LINKS BUILD_A BUILD_B [BIN...]   the start of an A/B script after its options:
+#                           BUILDS (the two build directories, each checked for bin/softrdma and
+#                           bin/BIN), root, tests/integration/lib.sh sourced (SR_TMP, the exit
+#                           trap that ends SR_BG and runs sr_at_exit's commands, sr_free_port,
+#                           sr_wait_listen; SR_BUILD_DIR the B build) with its scratch directory
+#                           always removed, the cgroup with --cgroup (CGROUP=1: bench/cgroup.sh,
+#                           named after the script) and the namespaces (TAG, a few letters):
+#                           LINKS 1, SR_NSA and SR_NSB joined by one veth pair (sr_netns_pair), 2
+#                           by two (sr_netns_two_pairs), MTU VETH_MTU. Everything goes at exit.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 SR="$BUILD/bin/softrdma"
@@ -137,6 +147,38 @@ bench_netns_cleanup() {
 	ip netns del "$NSB" 2>/dev/null || true
 	for ((i = 0; i < BENCH_LINKS; i++)); do ip link del "bnA$i-$$" 2>/dev/null || true; done
 	rm -rf "$tmp" "$exp"
+}
+ab_setup() {
+	local tag=$1 links=$2 b bin d ns dev
+	shift 2
+	BUILDS=("$(cd "$1" && pwd -P)" "$(cd "$2" && pwd -P)")
+	shift 2
+	for b in "${BUILDS[@]}"; do
+		for bin in softrdma "$@"; do
+			[ -x "$b/bin/$bin" ] || { echo "$BENCH: $b has no bin/$bin" >&2; exit 1; }
+		done
+	done
+	bench_root "network namespaces"
+	ROOT=$(cd "$ROOT" && pwd -P)
+	export SR_BUILD_DIR=${BUILDS[1]} SR_SOURCE_DIR=$ROOT
+	# shellcheck source=../tests/integration/lib.sh
+	. "$ROOT/tests/integration/lib.sh"
+	# shellcheck disable=SC2034	# read by lib.sh's exit trap
+	SR_KEEP_TMP=0
+	if [ "${CGROUP:-0}" = 1 ]; then
+		. "$ROOT/bench/cgroup.sh"
+		bench_cgroup "$(basename "$0" .sh)"
+		sr_at_exit bench_cgroup_cleanup
+	fi
+	if [ "$links" = 1 ]; then
+		sr_netns_pair "$tag" "$VETH_MTU" || bench_netns_fail
+		return
+	fi
+	sr_netns_two_pairs "$tag" || bench_netns_fail
+	for d in "$SR_NSA $SR_VA" "$SR_NSA $SR_VA2" "$SR_NSB $SR_VB" "$SR_NSB $SR_VB2"; do
+		read -r ns dev <<<"$d"
+		ip -n "$ns" link set "$dev" mtu "$VETH_MTU"
+	done
 }
 bench_rnbd_server() {
 	local log=$1

@@ -23,6 +23,7 @@
 # (namespaces). Writes nothing but a scratch directory, removed on exit. A run that fails (no
 # "errors=0" line) is printed as NA with its last words.
 set -uo pipefail
+. "$(dirname "$0")/lib.sh"
 
 PAIRS=4
 SECS=3
@@ -49,38 +50,17 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ $# -ge 2 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-BUILDS=("$(cd "$1" && pwd -P)" "$(cd "$2" && pwd -P)")
+A=$1 B=$2
 shift 2
 [ "${1:-}" = -- ] && shift
 BENCH_ARGS=("$@")
 [ ${#BENCH_ARGS[@]} -gt 0 ] || BENCH_ARGS=(-S 131072 -D 32)
 ENVS=("$A_ENV" "$B_ENV")
-for b in "${BUILDS[@]}"; do
-	[ -x "$b/bin/rtrs-test" ] && [ -x "$b/bin/softrdma" ] ||
-		{ echo "rtrs-ab.sh: $b has no bin/rtrs-test or bin/softrdma" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "rtrs-ab.sh: needs root (network namespaces)" >&2; exit 1; }
-
-ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
-export SR_BUILD_DIR=${BUILDS[1]} SR_SOURCE_DIR=$ROOT
-# SR_TMP, the exit trap (background timeouts killed, namespaces removed), sr_free_port,
-# sr_wait_listen, sr_netns_two_pairs
-# shellcheck source=../tests/integration/lib.sh
-. "$ROOT/tests/integration/lib.sh"
-# shellcheck disable=SC2034	# read by lib.sh's exit trap
-SR_KEEP_TMP=0
+# BUILDS, SR_TMP, the exit trap (background timeouts killed, namespaces removed), sr_free_port,
+# sr_wait_listen, the namespaces SR_NSA and SR_NSB joined by two veth pairs (MTU VETH_MTU);
 # --cgroup: this script moves into the cgroup (its children follow) and back out at exit, so
 # that the cgroup, empty, can be removed.
-if [ "$CGROUP" = 1 ]; then
-	. "$ROOT/bench/cgroup.sh"
-	bench_cgroup rtrs-ab
-	sr_at_exit bench_cgroup_cleanup
-fi
-sr_netns_two_pairs rab || { echo "rtrs-ab.sh: could not make the namespaces" >&2; exit 1; }
-for d in "$SR_NSA $SR_VA" "$SR_NSA $SR_VA2" "$SR_NSB $SR_VB" "$SR_NSB $SR_VB2"; do
-	read -r ns dev <<<"$d"
-	ip -n "$ns" link set "$dev" mtu "${VETH_MTU:-9000}"
-done
+ab_setup rab 2 "$A" "$B" rtrs-test
 
 # CPU seconds (user + system) of every live process under pid $1, itself included
 tree_cpu() {

@@ -22,6 +22,7 @@
 # Root (namespaces). A run with no figure is printed as NA. Leaves nothing behind: the scratch
 # directory, the namespaces and the cgroup go at exit.
 set -uo pipefail
+. "$(dirname "$0")/lib.sh"
 
 PAIRS=8
 SECS=3
@@ -56,27 +57,10 @@ while [ $# -gt 0 ]; do
 done
 [ $# -eq 2 ] || usage
 case $OP in write | send | read) ;; *) echo "write-ab.sh: --op write, send or read" >&2; exit 2 ;; esac
-BUILDS=("$(cd "$1" && pwd -P)" "$(cd "$2" && pwd -P)")
-for b in "${BUILDS[@]}"; do
-	[ -x "$b/bin/softrdma" ] || { echo "write-ab.sh: $b has no bin/softrdma" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "write-ab.sh: needs root (network namespaces)" >&2; exit 1; }
-command -v "ib_${OP}_bw" >/dev/null || { echo "write-ab.sh: no ib_${OP}_bw (perftest)" >&2; exit 1; }
-
-ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
-export SR_BUILD_DIR=${BUILDS[1]} SR_SOURCE_DIR=$ROOT
-# SR_TMP, the exit trap (background timeouts killed, namespaces removed), sr_free_port,
-# sr_wait_listen, sr_netns_pair
-# shellcheck source=../tests/integration/lib.sh
-. "$ROOT/tests/integration/lib.sh"
-# shellcheck disable=SC2034	# read by lib.sh's exit trap
-SR_KEEP_TMP=0
-if [ "$CGROUP" = 1 ]; then
-	. "$ROOT/bench/cgroup.sh"
-	bench_cgroup write-ab
-	sr_at_exit bench_cgroup_cleanup
-fi
-sr_netns_pair wab 9000 || { echo "write-ab.sh: could not make the namespaces" >&2; exit 1; }
+bench_need "ib_${OP}_bw"
+# BUILDS, SR_TMP, the exit trap (background timeouts killed, namespaces removed), sr_free_port,
+# sr_wait_listen, the cgroup, the namespaces SR_NSA and SR_NSB (SR_VA, SR_VB, SR_NET)
+ab_setup wab 1 "$1" "$2"
 ENVS=("$A_ENV" "$B_ENV")
 PT=(-d softrdma0 -x 0 -F -D "$SECS")
 [ -n "$OUT" ] && printf "pair\tsize\tside\tmibs\tload\n" >"$OUT"
