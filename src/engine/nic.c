@@ -416,16 +416,23 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
  */
 #define SR_APP_LOCKED_YIELD_NS 5000ull
 
+/* The earlier of the ACK list's two deadlines, ack_due (deferred ACKs) and unasked_due (the
+ * ACK of unasked message ends, resp.c ack_unasked), each loaded with order mo; 0: neither. */
+static inline uint64_t ack_list_next(struct sr_nic *nic, memory_order mo)
+{
+	uint64_t d = atomic_load_explicit(&nic->ack_due, mo);
+	uint64_t u = atomic_load_explicit(&nic->unasked_due, mo);
+
+	return u && (!d || u < d) ? u : d;
+}
+
 /* Whether the ACK list holds an ACK due by now, or one not judged yet (rx_lock held): the
  * ACKs of unasked message ends (resp.c, ack_unasked) stay on the list across a ping-pong's
  * turns, and an empty poll need not look at them every time. */
 static bool ack_list_due(struct sr_nic *nic, uint64_t now)
 {
-	uint64_t d = atomic_load_explicit(&nic->ack_due, memory_order_relaxed);
-	uint64_t u = atomic_load_explicit(&nic->unasked_due, memory_order_relaxed);
+	uint64_t d = ack_list_next(nic, memory_order_relaxed);
 
-	if (u && (!d || u < d))
-		d = u;
 	return !d || now >= d;
 }
 
@@ -1086,10 +1093,7 @@ static void *nic_thread(void *arg)
 			}
 		}
 timers:;
-		due = atomic_load(&nic->ack_due);
-		udue = atomic_load(&nic->unasked_due);
-		if (udue && (!due || udue < due))
-			due = udue;
+		due = ack_list_next(nic, memory_order_seq_cst);
 		if (due && sr_now_ns() >= due && !pthread_mutex_trylock(&nic->rx_lock)) {
 			sr_resp_flush_acks(nic);	/* else the holder flushes after its receive */
 			pthread_mutex_unlock(&nic->rx_lock);
