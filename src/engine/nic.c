@@ -387,6 +387,10 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
  * than this is doing something else (ib_write_lat spins on memory once its send completed),
  * and waiting for it would only add the grace to every packet. */
 #define SR_APP_ACTIVE_NS 2000ull
+/* ... and one that polled within this is still around: it comes back to receive for itself,
+ * and on 2 cores a thread spinning beside it (lingering, busy-poll mode) takes the CPU it
+ * polls on. */
+#define SR_LINGER_QUIET_NS 1000000ull
 
 /*
  * An application that polls an empty CQ drains the socket. One that polls between pieces of
@@ -647,8 +651,14 @@ static uint64_t spin_rx(struct sr_nic *nic, long us)
 		if (now >= idle_end || now >= hard_end)
 			break;
 		/* An application polling its CQ receives by itself: holding the receive lock,
-		 * this spin would only take its CPU and leave it nothing to take. */
-		if (app_polled_within(nic, now, SR_APP_ACTIVE_NS))
+		 * this spin would only take its CPU and leave it nothing to take. Not only one
+		 * polling this very moment: one that polled in the last millisecond is between
+		 * two polls (perftest looks at its buffer, posts), and on its CPU a spin that
+		 * went on after taking its packet kept it from running until the scheduler's
+		 * slice ended: in busy-poll mode, ib_write_lat between the namespaces lost a
+		 * round trip to a tail-loss probe once in a thousand (99.9th percentile 1.1-1.7
+		 * ms; 72-147 us after). */
+		if (app_polled_within(nic, now, SR_LINGER_QUIET_NS))
 			break;
 		if (sr_net_rx(nic) > 0) {
 			sr_resp_flush_acks(nic);
@@ -672,8 +682,13 @@ static __thread int nice_thread = INT_MIN, nice_process;
 
 static void busy_poll(struct sr_nic *nic)
 {
-	pid_t tid = (pid_t)syscall(SYS_gettid);
+	pid_t tid;
 	bool drop = nice_thread != INT_MIN && sr_params()->busy_poll_us > 0;
+
+	if (sr_params()->busy_poll_us <= 0 ||
+	    app_polled_within(nic, sr_now_ns(), SR_LINGER_QUIET_NS))
+		return;		/* spin_rx would stop at once; the two setpriority calls need not */
+	tid = (pid_t)syscall(SYS_gettid);
 
 	/* A spin above the applications would starve them (on 2 cores, an application
 	 * spinning on memory waits for the data this spin takes, then for the CPU the spin
@@ -699,8 +714,6 @@ static void busy_poll(struct sr_nic *nic)
  * received in the last SR_LINGER_QUIET_NS): it receives for itself, and on 2 cores a
  * lingering thread would take the CPU it polls on (ib_read_bw's requester slowed down).
  */
-#define SR_LINGER_QUIET_NS 1000000ull
-
 /*
  * The progress thread's priority (parameter nic_nice). On a 2-core machine where both
  * applications spin (ib_write_lat: one on memory, the other on its CQ), the thread a packet
@@ -886,8 +899,20 @@ static void *nic_thread(void *arg)
 			 * that yields between polls (mpi_yield_when_idle) seldom polled within
 			 * ack_defer_us, and its thread woke every 50 us, 10-20 thousand times a
 			 * second, for ACKs its answers had already taken along. */
-			if (!due || app_polled_within(nic, now, (uint64_t)defer_ns))
+			if (!due || app_polled_within(nic, now, (uint64_t)defer_ns)) {
+				uint64_t slack = atomic_load_explicit(&nic->watch_slack_ns,
+								      memory_order_relaxed);
+
 				look *= SR_ACK_LOOK_POLLING;
+				/* A grown watch: the application sends what is due itself,
+				 * and the thread looks when the watch does (resp.c keeps the
+				 * same bound). In a ping-pong an ACK is pending half the
+				 * time, and looking every SR_ACK_LOOK_POLLING x ack_defer_us
+				 * for it woke the thread 4,000 times a second, each wake-up
+				 * a preemption of the application. */
+				if (due && (int64_t)slack > look)
+					look = (int64_t)slack;
+			}
 			if (left < look)
 				left = look;
 			if (timeout < 0 || left < timeout) {
@@ -1032,9 +1057,15 @@ static void *nic_thread(void *arg)
 				 * on 2 cores often a preemption of that very application) must not
 				 * make a polling application look idle. Judged from `now`, the
 				 * thread took the packets of the application it had just preempted:
-				 * at a timed wake-up it judges from the time it was due. */
+				 * at a timed wake-up it judges from the time it was due. In its loop
+				 * means a poll within SR_APP_GRACE_NS of it, not SR_APP_ACTIVE_NS: a
+				 * ping-pong's turn between two polls (perftest posts its answer, looks
+				 * at its buffer) takes a few microseconds, and a look that fell into
+				 * one took the packet the application was about to take, and held the
+				 * watch short for SR_WATCH_HOLD_NS (ib_write_lat between the
+				 * namespaces: 9 % of the looks, about half the thread's wake-ups). */
 				uint64_t ref = !rx_event && due_wake < now ? due_wake : now;
-				bool app_rx = watching && last + SR_APP_ACTIVE_NS > ref;
+				bool app_rx = watching && last + SR_APP_GRACE_NS > ref;
 				bool wait = !polling && (!watching || (rx_busy_since &&
 					    now - rx_busy_since >= SR_TIMER_BUSY_MAX_NS));
 				int look = SR_WATCH_BUSY;
