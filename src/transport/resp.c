@@ -592,8 +592,8 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 	struct sr_acc a = sr_acc_resp(qp, pkt->psn, true);
 	struct iovec iov[SR_PKT_IOV];
 	enum sr_access_err err;
-	struct sr_mr *mr;
-	int n;
+	struct sr_mr *mr, *held = NULL;
+	int n = 0;
 
 	if (!mtu_ok(qp, pkt))
 		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
@@ -604,10 +604,16 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 		qp->resp.wrkey = sr_reth_rkey(reth);
 		qp->resp.wlen = qp->resp.wleft = sr_reth_len(reth);
 		/* The whole range is checked up front (C9-?): nothing lands if any is bad. A
-		 * zero-length WRITE touches nothing and checks no key (IBA 9.4.3). */
+		 * zero-length WRITE touches nothing and checks no key (IBA 9.4.3). A message in
+		 * one packet that fills its range (an 8-byte WRITE) is placed through this same
+		 * access: one key check and one locked hold and release per packet, not two. */
+		bool whole = (pkt->mask & SR_M_END) && pkt->paylen == qp->resp.wlen &&
+			     !pkt->placed;
+
 		if (qp->resp.wlen) {
 			mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, qp->resp.wlen,
-					IBV_ACCESS_REMOTE_WRITE, NULL, 0, NULL, &err);
+					IBV_ACCESS_REMOTE_WRITE, whole ? iov : NULL,
+					whole ? SR_PKT_IOV : 0, whole ? &n : NULL, &err);
 			if (!mr) {
 				sr_log_rl(SR_LOG_INFO, "qp#%u: WRITE rkey 0x%x va 0x%llx len %u refused (%d)",
 					  sr_qpn(qp), qp->resp.wrkey,
@@ -619,7 +625,10 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 				}
 				return nak_access(qp, pkt->psn, err);
 			}
-			sr_mr_put(mr);
+			if (whole)
+				held = mr;
+			else
+				sr_mr_put(mr);
 		}
 	}
 	/* A same-host softrdma requester placed the data itself (direct path) and sends the
@@ -632,10 +641,15 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 
 	if (placed)
 		plen = qp->resp.wlen;
-	if (plen > qp->resp.wleft || ((pkt->mask & SR_M_END) && plen != qp->resp.wleft))
+	if (plen > qp->resp.wleft || ((pkt->mask & SR_M_END) && plen != qp->resp.wleft)) {
+		if (held)
+			sr_mr_put(held);
 		return rc ? nak_error(qp, pkt->psn, SR_NAK_INVALID_REQ) : RSP_DROP;
+	}
 	/* WRITE with immediate consumes a receive WQE: check before writing anything. */
 	if ((pkt->mask & SR_M_IMMDT) && !take_rwqe(qp)) {
+		if (held)
+			sr_mr_put(held);
 		if (!rc) {
 			sr_stat_inc(&qp->nic->stats, SR_STAT_drop_no_rwqe);
 			return RSP_DROP;
@@ -646,9 +660,10 @@ static enum rsp do_write(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 	if (pkt->paylen && !pkt->placed) {
 		/* the first packet checked (and for ODP faulted in) the whole range */
-		mr = sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
-				IBV_ACCESS_REMOTE_WRITE | SR_ACCESS_FAULTED, iov, SR_PKT_IOV, &n,
-				&err);
+		mr = held ? held
+			  : sr_mem_get(qp->nic, &a, qp->resp.wrkey, qp->resp.wva, pkt->paylen,
+				       IBV_ACCESS_REMOTE_WRITE | SR_ACCESS_FAULTED, iov,
+				       SR_PKT_IOV, &n, &err);
 		if (!mr)	/* deregistered or invalidated mid-message */
 			return rc ? nak_access(qp, pkt->psn, err) : RSP_DROP;
 		sr_iov_copy_in(iov, n, sr_pkt_payload(pkt), pkt->paylen);
