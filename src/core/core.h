@@ -766,6 +766,9 @@ struct sr_qp {
 	uint32_t post_polls;		/* scq->polls at the previous post */
 	struct ibv_qp_attr attr;	/* as last modified: what ibv_query_qp reports */
 	struct sr_addr peer;		/* RC/UC: the destination from attr.ah_attr */
+	uint64_t direct_skip_ns;	/* the same-host direct path had no table of the peer to
+					 * use: not asked again before this (CLOCK_MONOTONIC_COARSE,
+					 * transport/direct.c); 0 after a new peer */
 	uint32_t mtu;			/* path MTU in bytes (or the agreed large segment) */
 	uint32_t seg;			/* large segment agreed with a softrdma peer (0: none) */
 	uint32_t peer_seg;		/* in-band offer seen in the peer's packets (BTH resv6) */

@@ -799,6 +799,7 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (mask & IBV_QP_AV) {
 		qp->attr.ah_attr = a->ah_attr;
 		qp->peer = peer;
+		qp->direct_skip_ns = 0;
 	}
 	if (mask & IBV_QP_ALT_PATH) {
 		qp->attr.alt_ah_attr = a->alt_ah_attr;

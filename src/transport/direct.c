@@ -149,11 +149,13 @@ static bool peer_alive(struct sr_direct *d, struct sr_dpeer *pe)
 	return same;
 }
 
-/* The peer's table, for one WR: false when there is none to use now. */
-static bool peer_get(struct sr_direct *d, const struct sr_addr *a, struct peer_view *v)
+/* The peer's table, for one WR: false when there is none to use now, and then *skip_ns: the
+ * time before which asking again finds none either (the next look for a table, the end of an
+ * EPERM's wait). now: peer_now_ns(). */
+static bool peer_get(struct sr_direct *d, const struct sr_addr *a, struct peer_view *v,
+		     uint64_t now, uint64_t *skip_ns)
 {
 	struct sr_dpeer *pe;
-	uint64_t now = peer_now_ns();
 	bool ok = false;
 
 	pthread_mutex_lock(&d->lock);
@@ -168,8 +170,13 @@ static bool peer_get(struct sr_direct *d, const struct sr_addr *a, struct peer_v
 			d->peers = pe;
 		}
 	}
-	if (!pe || now < pe->refused_until)
+	*skip_ns = now + PEER_RETRY_NS;	/* no memory for pe: as a peer without a table */
+	if (!pe)
 		goto out;
+	if (now < pe->refused_until) {
+		*skip_ns = pe->refused_until;
+		goto out;
+	}
 	if (peer_valid(pe) && now - pe->checked_ns >= PEER_CHECK_NS) {
 		if (peer_alive(d, pe)) {
 			pe->checked_ns = now;
@@ -189,6 +196,8 @@ static bool peer_get(struct sr_direct *d, const struct sr_addr *a, struct peer_v
 		v->qp_off = pe->qp_off;
 		v->key_off = pe->key_off;
 		ok = true;
+	} else {
+		*skip_ns = pe->retry_ns;
 	}
 out:
 	pthread_mutex_unlock(&d->lock);
@@ -232,6 +241,7 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	struct dkey_data kd;
 	struct dkey *k;
 	ssize_t n = -1;
+	uint64_t now, skip;
 	int err = 0;
 
 	sgl.n = 0;
@@ -240,8 +250,16 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	if (!d || !d->use || qp->type != IBV_QPT_RC || !w->length ||
 	    (w->opcode != IBV_WR_RDMA_WRITE && !imm && !rd))
 		return false;
-	if (!peer_get(d, &qp->peer, &v))
+	/* A peer without a table (another namespace or host: every WRITE of a ping-pong
+	 * between namespaces came here) is not looked up again, under d->lock, before the
+	 * next look for its table would be made anyway: the QP remembers until when. */
+	now = peer_now_ns();
+	if (now < qp->direct_skip_ns)
 		return false;
+	if (!peer_get(d, &qp->peer, &v, now, &skip)) {
+		qp->direct_skip_ns = skip;
+		return false;
+	}
 
 	uint32_t dqpn = qp->attr.dest_qp_num, kidx = w->rkey >> 8;
 	struct dqp *qe = (struct dqp *)(v.base + v.qp_off) + (dqpn & (v.nqp - 1));
