@@ -660,7 +660,14 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	uint32_t ask_end;		/* one past the PSN of the last packet that asked for an
 					 * ACK: one is coming while comp.psn is below it */
 	uint64_t ask_ns;		/* when a message end that could have skipped last asked */
+	/* A post's pass reads the clock after its packets left (post.c sr_sq_posted, req.c
+	 * sr_req_stamp): while stamp_late, the times of the pass's first packet (its WQE's
+	 * start_ns, rtt_t0, last_progress, last_new) are written as SR_STAMP_LATE and stamp_due
+	 * is set; stamp_idx: that WQE. */
+	bool stamp_late, stamp_due;
+	uint32_t stamp_idx;
 };
+#define SR_STAMP_LATE UINT64_MAX
 
 struct sr_comp {		/* completer: consumes responses, completes WQEs (comp.c) */
 	uint32_t psn;			/* oldest PSN not yet acknowledged */

@@ -467,11 +467,17 @@ void sr_sq_posted(struct sr_qp *qp, bool may_wait)
 	sr_net_batch_begin();
 	if (qp->type == IBV_QPT_RC)
 		sr_resp_ride_arm(qp);
-	if (!may_wait || !post_deferred(qp))
+	if (!may_wait || !post_deferred(qp)) {
+		/* The pass's clock read waits until its packets left (req.c, req_now). */
+		qp->req.stamp_late = true;
 		sr_sq_kick(qp);
+		qp->req.stamp_late = false;
+	}
 	if (qp->type == IBV_QPT_RC)
 		sr_resp_answer(qp);
 	sr_net_batch_end();
+	if (qp->req.stamp_due)
+		sr_req_stamp(qp);
 }
 
 void sr_sq_kick(struct sr_qp *qp)

@@ -78,13 +78,48 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
  * (start_ns), the RTT sample's start and, when it is the pass's only packet, the last new
  * packet (comp.last_new, the tail-loss probe's start) are one moment to within that packet,
  * which leaves at the end of the pass anyway (sr_net_batch_end). A clock_gettime costs 45-100
- * ns on the VMs measured, and a ping-pong's answer read it three times here.
+ * ns on the VMs measured, and a ping-pong's answer read it three times here. In a post's pass
+ * (req.stamp_late) that read comes after the packet left (sr_req_stamp), off the way of a
+ * ping-pong's answer: 34 ns on the Intel Xeon (bench/README.md, "8 B busy-poll"). The times
+ * are the packet's to within its sendmsg: a round-trip sample is that much shorter (a few
+ * microseconds at most; the timers count in milliseconds).
  */
-static inline uint64_t req_now(uint64_t *now)
+static inline uint64_t req_now(struct sr_qp *qp, uint64_t *now)
 {
-	if (!*now)
+	if (!*now) {
+		if (qp->req.stamp_late) {
+			*now = SR_STAMP_LATE;
+			qp->req.stamp_due = true;
+		} else {
+			*now = sr_now_ns();
+		}
+	}
+	return *now;
+}
+
+/* The same for a time compared right away (ack_lazy_ok): the clock itself. Times written as
+ * SR_STAMP_LATE before are still stamped after the packets left. */
+static inline uint64_t req_now_exact(uint64_t *now)
+{
+	if (!*now || *now == SR_STAMP_LATE)
 		*now = sr_now_ns();
 	return *now;
+}
+
+void sr_req_stamp(struct sr_qp *qp)
+{
+	uint64_t t = sr_now_ns();
+	struct sr_swqe *w = sr_sq_at(&qp->sq, qp->req.stamp_idx);
+
+	qp->req.stamp_due = false;
+	if (w->start_ns == SR_STAMP_LATE)
+		w->start_ns = t;
+	if (qp->comp.rtt_t0 == SR_STAMP_LATE)
+		qp->comp.rtt_t0 = t;
+	if (qp->comp.last_progress == SR_STAMP_LATE)
+		qp->comp.last_progress = t;
+	if (qp->comp.last_new == SR_STAMP_LATE)
+		qp->comp.last_new = t;
 }
 
 /*
@@ -321,7 +356,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 		skip = last && more_follows(qp, idx, w);
 		cand = last && !skip && ack_lazy_candidate(qp, w);
 		if (cand) {
-			t = now ? req_now(now) : sr_now_ns();
+			t = now ? req_now_exact(now) : sr_now_ns();
 			lazy = ack_lazy_ok(qp, idx, t);
 		}
 		ackreq = (last && !skip && !lazy) || qp->req.force_ackreq ||
@@ -345,7 +380,7 @@ static int req_xmit(struct sr_qp *qp, uint32_t idx, struct sr_swqe *w, uint64_t 
 	if (ackreq && !qp->comp.rtt_valid && sr_psn_ge(qp->req.psn, qp->req.high_psn)) {
 		qp->comp.rtt_valid = true;
 		qp->comp.rtt_psn = qp->req.psn;
-		qp->comp.rtt_t0 = now ? req_now(now) : sr_now_ns();
+		qp->comp.rtt_t0 = now ? req_now(qp, now) : sr_now_ns();
 	}
 	sr_bth_build((struct sr_bth *)hdr, opcode, se, false, (-paylen) & 3, SR_DEFAULT_PKEY, dqpn,
 		     ackreq, qp->req.psn);
@@ -857,8 +892,11 @@ static void req_progress(struct sr_qp *qp)
 
 		/* First sent (comp.c, repair_answered); the pass's first packet shares its clock
 		 * read (req_now), later ones read their own. */
-		if (!qp->req.offset && sr_psn_ge(qp->req.psn, qp->req.high_psn))
-			w->start_ns = sent ? sr_now_ns() : req_now(&now);
+		if (!qp->req.offset && sr_psn_ge(qp->req.psn, qp->req.high_psn)) {
+			w->start_ns = sent ? sr_now_ns() : req_now(qp, &now);
+			if (w->start_ns == SR_STAMP_LATE)
+				qp->req.stamp_idx = qp->req.idx;
+		}
 		n = req_xmit(qp, qp->req.idx, w, sent ? NULL : &now);
 		if (n < 0) {
 			/* A local error (bad lkey, IBA 10.8.3.1 local protection error): nothing more
@@ -908,7 +946,7 @@ static void req_progress(struct sr_qp *qp)
 		if (sent > 1)
 			now = sr_now_ns();
 		else
-			req_now(&now);
+			req_now(qp, &now);
 		if (was_idle)
 			qp->comp.last_progress = now;
 		/* A tail just sent is not a lost tail: the probe counts from here (comp.c,
@@ -961,7 +999,9 @@ bool sr_req_resend_one(struct sr_qp *qp, uint32_t psn)
 		qp->req.psn = psn;
 		qp->req.offset = wqe_off(w, (uint32_t)sr_psn_diff(psn, w->first_psn));
 		qp->req.force_ackreq = true;
-		qp->comp.probe_age_ns = sr_now_ns() - w->start_ns;
+		/* (A WRITE that left its AckReq to the next WQE, resent asking at the end of a
+		 * post's pass: its time is not stamped yet, it was sent just now.) */
+		qp->comp.probe_age_ns = w->start_ns == SR_STAMP_LATE ? 0 : sr_now_ns() - w->start_ns;
 		n = req_xmit(qp, i, w, NULL);
 		qp->req.force_ackreq = false;
 		qp->req.psn = psn0;

@@ -16,6 +16,8 @@ struct sr_ackride;
 void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src);
 /* Sends what the SQ allows now; qp lock held. */
 void sr_req_progress(struct sr_qp *qp);
+/* After a post's pass (req.stamp_due): its first packet's times, read now that it left. */
+void sr_req_stamp(struct sr_qp *qp);
 /* The payload of each packet of WQE w, were it to start now (req.c). */
 uint32_t sr_req_seg(struct sr_qp *qp, const struct sr_swqe *w);
 uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg);
