@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 bool rp_gid_to_sin(const union ibv_gid *gid, struct sockaddr_in *sin)
@@ -163,6 +164,37 @@ int rp_recv(struct rawpeer *rp, void *buf, size_t cap, struct sr_pkt *pkt, int t
 	    !(t.family == 4 && sr_icrc_recover_v4_id(&t, buf, (size_t)n)))
 		return -1;
 	return (int)n;
+}
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void rp_pump(struct ibv_cq *cq, int ms)
+{
+	struct ibv_wc wc;
+	uint64_t end = ms_now() + (uint64_t)ms;
+
+	do {
+		ibv_poll_cq(cq, 1, &wc);
+	} while (ms_now() < end);
+}
+
+int rp_recv_polling(struct rawpeer *rp, struct ibv_cq *cq, void *buf, size_t cap,
+		    struct sr_pkt *pkt, int timeout_ms)
+{
+	uint64_t end = ms_now() + (uint64_t)timeout_ms;
+	int n;
+
+	do {
+		rp_pump(cq, 1);
+		n = rp_recv(rp, buf, cap, pkt, 0);
+	} while (n == 0 && ms_now() < end);
+	return n;
 }
 
 size_t rp_hdr_ack(void *hdr, uint32_t dqpn, uint32_t psn, uint8_t syndrome, uint32_t msn)

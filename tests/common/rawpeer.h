@@ -53,6 +53,13 @@ int rp_send_gso(struct rawpeer *rp, const void *buf, size_t len, uint16_t seg);
 /* Receives one packet within timeout_ms into buf; parses it into *pkt (pkt may be NULL).
  * Returns its length, 0 on timeout, -1 on a parse failure or a bad ICRC. */
 int rp_recv(struct rawpeer *rp, void *buf, size_t cap, struct sr_pkt *pkt, int timeout_ms);
+/* The same while an application polls cq for the whole wait (softrdma's receive runs in the
+ * polls: the stack under test takes what the peer sent and answers meanwhile); completions are
+ * discarded. Looks for a packet once a millisecond. */
+int rp_recv_polling(struct rawpeer *rp, struct ibv_cq *cq, void *buf, size_t cap,
+		    struct sr_pkt *pkt, int timeout_ms);
+/* Polls cq for ms milliseconds, discarding completions (drives softrdma's receive path). */
+void rp_pump(struct ibv_cq *cq, int ms);
 /* True when no packet arrives within timeout_ms; else *pkt is the one that did (its header
  * fields; the payload is in a buffer the next call reuses). */
 bool rp_quiet(struct rawpeer *rp, int timeout_ms, struct sr_pkt *pkt);

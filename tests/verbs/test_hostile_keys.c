@@ -40,12 +40,7 @@ static struct ibv_cq *vcq, *pcq;	/* the victims' CQ; an always-empty one to poll
 
 static void pump(int ms)
 {
-	struct ibv_wc wc;
-	uint64_t end = vu_now_ms() + (uint64_t)ms;
-
-	do {
-		ibv_poll_cq(pcq, 1, &wc);
-	} while (vu_now_ms() < end);
+	rp_pump(pcq, ms);
 }
 
 static int64_t stat_delta(const char *name, int64_t base, int64_t want, int ms)
@@ -173,14 +168,7 @@ static int send_atomic(uint8_t op, uint32_t qpn, uint32_t psn, uint64_t va, uint
 /* The next packet from the stack within 2 s (0: none). */
 static int next_reply(struct sr_pkt *pkt, uint8_t *buf, size_t cap)
 {
-	uint64_t end = vu_now_ms() + 2000;
-	int n;
-
-	do {
-		pump(1);
-		n = rp_recv(&rp, buf, cap, pkt, 0);
-	} while (n == 0 && vu_now_ms() < end);
-	return n;
+	return rp_recv_polling(&rp, pcq, buf, cap, pkt, 2000);
 }
 
 static uint8_t syndrome(const struct sr_pkt *pkt)

@@ -29,12 +29,7 @@ static struct ibv_cq *vcq;		/* the victims' CQ */
 /* Lets the engine process what arrived (an application polling a CQ drains the socket). */
 static void pump(int ms)
 {
-	struct ibv_wc wc;
-	uint64_t end = vu_now_ms() + (uint64_t)ms;
-
-	do {
-		ibv_poll_cq(pair.rcq[0], 1, &wc);
-	} while (vu_now_ms() < end);
+	rp_pump(pair.rcq[0], ms);
 }
 
 /* Waits up to ms for counter `name` to be at least base + want; returns the delta. */
@@ -102,14 +97,7 @@ static int send_write(struct rawpeer *r, uint32_t qpn, uint32_t psn, uint64_t va
  * rp_recv's answer (0: none came). */
 static int next_pkt(uint8_t *buf, size_t cap, struct sr_pkt *pkt)
 {
-	uint64_t end = vu_now_ms() + 2000;
-	int n;
-
-	do {
-		pump(1);
-		n = rp_recv(&rp, buf, cap, pkt, 0);
-	} while (n == 0 && vu_now_ms() < end);
-	return n;
+	return rp_recv_polling(&rp, pair.rcq[0], buf, cap, pkt, 2000);
 }
 
 /* The next packet from the stack to our raw socket is an ACK/NAK with this syndrome and PSN. */

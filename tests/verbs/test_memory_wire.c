@@ -33,25 +33,13 @@ static struct ibv_cq *idle;	/* never gets a completion: polling it drives the re
 
 static void pump(int ms)
 {
-	struct ibv_wc wc;
-	uint64_t end = vu_now_ms() + (uint64_t)ms;
-
-	do {
-		ibv_poll_cq(idle, 1, &wc);
-	} while (vu_now_ms() < end);
+	rp_pump(idle, ms);
 }
 
 /* The next packet from the QP, parsed into *pkt (buf holds it); false on a timeout. */
 static bool next_pkt(uint8_t *buf, size_t cap, struct sr_pkt *pkt)
 {
-	uint64_t end = vu_now_ms() + 2000;
-	int n;
-
-	do {
-		pump(1);
-		n = rp_recv(&rp, buf, cap, pkt, 0);
-	} while (n == 0 && vu_now_ms() < end);
-	return n > 0;
+	return rp_recv_polling(&rp, idle, buf, cap, pkt, 2000) > 0;
 }
 
 #define EXPECT(op, syn, psn, paylen) expect(OPC(op), syn, psn, paylen, __LINE__)
