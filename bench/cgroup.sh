@@ -7,6 +7,13 @@
 #                            CG_ROOT, CG_JOIN and CGINFO (a line for the results); exit 1 with
 #                            a message when there is no CPU controller or the cgroup cannot be
 #                            made. cgroup v1 (cpu.shares) or v2 (cpu.weight).
+#                            The other side of that weight: a test suite run beside such a
+#                            benchmark, whose processes spin on both CPUs, gets next to no CPU
+#                            for the benchmark's length. On the 2-core Intel Xeon (2026-11-28)
+#                            test_rsockets then failed (the rdma_cm liveness probe's 5 s of
+#                            silence reset its connections), and test_ack_defer, test_read_pieces
+#                            and test_perftest_pairs each failed once. Run tests beside a
+#                            --cgroup benchmark only to see how they behave starved.
 #   bench_cgroup_cleanup     moves this shell back out and removes the cgroup, empty by then
 #                            (its processes ended): for the script's exit path.
 bench_cgroup() {
