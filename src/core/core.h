@@ -848,6 +848,16 @@ void sr_comp_wqe(struct sr_qp *qp, struct sr_swqe *wqe, enum ibv_wc_status statu
  * the last deferral. */
 #define SR_ACK_LOOK_POLLING 4
 #define SR_ACK_LOOK_KEEP_NS 10000000ull
+/* How long after its due the thread may look for a deferred ACK while the application polls:
+ * SR_ACK_LOOK_POLLING times ack_defer_us, or the grown watch's interval when longer (the
+ * application sends what is due itself; nic->watch_slack_ns, written by the thread alone). */
+static inline uint64_t sr_ack_look_ns(struct sr_nic *nic, uint64_t defer_ns)
+{
+	uint64_t slack = atomic_load_explicit(&nic->watch_slack_ns, memory_order_relaxed);
+	uint64_t look = SR_ACK_LOOK_POLLING * defer_ns;
+
+	return slack > look ? slack : look;
+}
 /* ---- same-host direct path: the exported table (core/direct.c, docs/direct.md) ----------- */
 struct sr_direct;
 /* Exports this NIC's key and QP table (after sr_net_open: faults and pcap turn it off). */

@@ -388,9 +388,23 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
  * and waiting for it would only add the grace to every packet. */
 #define SR_APP_ACTIVE_NS 2000ull
 /* ... and one that polled within this is still around: it comes back to receive for itself,
- * and on 2 cores a thread spinning beside it (lingering, busy-poll mode) takes the CPU it
- * polls on. */
+ * and on 2 cores a thread spinning beside it (lingering, below; busy-poll mode) takes the CPU
+ * it polls on. */
 #define SR_LINGER_QUIET_NS 1000000ull
+
+/*
+ * Lingering (param rx_linger_us). In a stream that only the thread receives (ib_write_bw's
+ * target never polls), every GSO datagram found the thread asleep, so the sender's sendmsg
+ * paid for waking it (8 % of the sender's CPU in a profile of 1 MiB ib_write_bw between the
+ * namespaces) and the thread for being scheduled in. After a drain that took packets, the
+ * thread keeps receiving until the socket has been empty for rx_linger_us; 8 alternating
+ * pairs of runs measured 2660 MiB/s median without, 2994 with 30 us. The same holds for the
+ * passive side of a ping-pong (ib_read_lat's responder): its next request comes within
+ * microseconds, and a wake-up costs more than the wait, on a virtual machine much more (an
+ * idle vCPU halts, and waking it goes through the host). Not while an application polls (it
+ * received in the last SR_LINGER_QUIET_NS): it receives for itself, and on 2 cores a
+ * lingering thread would take the CPU it polls on (ib_read_bw's requester slowed down).
+ */
 
 /*
  * An application that polls an empty CQ drains the socket. One that polls between pieces of
@@ -683,7 +697,7 @@ static __thread int nice_thread = INT_MIN, nice_process;
 static void busy_poll(struct sr_nic *nic)
 {
 	pid_t tid;
-	bool drop = nice_thread != INT_MIN && sr_params()->busy_poll_us > 0;
+	bool drop = nice_thread != INT_MIN;
 
 	if (sr_params()->busy_poll_us <= 0 ||
 	    app_polled_within(nic, sr_now_ns(), SR_LINGER_QUIET_NS))
@@ -701,19 +715,6 @@ static void busy_poll(struct sr_nic *nic)
 		(void)setpriority(PRIO_PROCESS, (id_t)tid, nice_thread);
 }
 
-/*
- * Lingering (param rx_linger_us). In a stream that only the thread receives (ib_write_bw's
- * target never polls), every GSO datagram found the thread asleep, so the sender's sendmsg
- * paid for waking it (8 % of the sender's CPU in a profile of 1 MiB ib_write_bw between the
- * namespaces) and the thread for being scheduled in. After a drain that took packets, the
- * thread keeps receiving until the socket has been empty for rx_linger_us; 8 alternating
- * pairs of runs measured 2660 MiB/s median without, 2994 with 30 us. The same holds for the
- * passive side of a ping-pong (ib_read_lat's responder): its next request comes within
- * microseconds, and a wake-up costs more than the wait, on a virtual machine much more (an
- * idle vCPU halts, and waking it goes through the host). Not while an application polls (it
- * received in the last SR_LINGER_QUIET_NS): it receives for itself, and on 2 cores a
- * lingering thread would take the CPU it polls on (ib_read_bw's requester slowed down).
- */
 /*
  * The progress thread's priority (parameter nic_nice). On a 2-core machine where both
  * applications spin (ib_write_lat: one on memory, the other on its CQ), the thread a packet
@@ -899,20 +900,14 @@ static void *nic_thread(void *arg)
 			 * that yields between polls (mpi_yield_when_idle) seldom polled within
 			 * ack_defer_us, and its thread woke every 50 us, 10-20 thousand times a
 			 * second, for ACKs its answers had already taken along. */
-			if (!due || app_polled_within(nic, now, (uint64_t)defer_ns)) {
-				uint64_t slack = atomic_load_explicit(&nic->watch_slack_ns,
-								      memory_order_relaxed);
-
-				look *= SR_ACK_LOOK_POLLING;
-				/* A grown watch: the application sends what is due itself,
-				 * and the thread looks when the watch does (resp.c keeps the
-				 * same bound). In a ping-pong an ACK is pending half the
-				 * time, and looking every SR_ACK_LOOK_POLLING x ack_defer_us
-				 * for it woke the thread 4,000 times a second, each wake-up
-				 * a preemption of the application. */
-				if (due && (int64_t)slack > look)
-					look = (int64_t)slack;
-			}
+			/* With one pending, a grown watch's interval when longer (resp.c keeps
+			 * the same bound; with none pending the thread comes here only without a
+			 * grown watch, and the look is SR_ACK_LOOK_POLLING x ack_defer_us): in a
+			 * ping-pong an ACK is pending half the time, and looking every
+			 * SR_ACK_LOOK_POLLING x ack_defer_us for it woke the thread 4,000 times a
+			 * second, each wake-up a preemption of the application. */
+			if (!due || app_polled_within(nic, now, (uint64_t)defer_ns))
+				look = (int64_t)sr_ack_look_ns(nic, (uint64_t)defer_ns);
 			if (left < look)
 				left = look;
 			if (timeout < 0 || left < timeout) {
@@ -926,13 +921,9 @@ static void *nic_thread(void *arg)
 		 * every ack_defer_us for it tripled the thread's wake-ups. */
 		udue = atomic_load(&nic->unasked_due);
 		if (udue) {
-			uint64_t slack = atomic_load_explicit(&nic->watch_slack_ns,
-							      memory_order_relaxed);
 			int64_t left = udue > now ? (int64_t)(udue - now) : 0;
-			int64_t look = SR_ACK_LOOK_POLLING * defer_ns;
+			int64_t look = (int64_t)sr_ack_look_ns(nic, (uint64_t)defer_ns);
 
-			if ((int64_t)slack > look)
-				look = (int64_t)slack;
 			if (left < look)
 				left = look;
 			if (timeout < 0 || left < timeout) {

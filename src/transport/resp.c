@@ -356,13 +356,8 @@ void sr_resp_flush_acks(struct sr_nic *nic)
 	 * wake_at before it reads ack_due; see nic_thread), or by due + its grown watch, which
 	 * it keeps only while the application polls (it sends what is due itself) and nothing
 	 * was left for the thread to send or take. */
-	if (due) {
-		uint64_t look = SR_ACK_LOOK_POLLING * (uint64_t)defer_ns;
-		uint64_t slack = atomic_load_explicit(&nic->watch_slack_ns, memory_order_relaxed);
-
-		if (atomic_load(&nic->wake_at) > due + (slack > look ? slack : look))
-			sr_nic_kick(nic);
-	}
+	if (due && atomic_load(&nic->wake_at) > due + sr_ack_look_ns(nic, (uint64_t)defer_ns))
+		sr_nic_kick(nic);
 }
 
 /* NAK an error (not a sequence error) and take the QP to ERR (IBA 9.9.3.1, class C). */
