@@ -812,6 +812,19 @@ struct sr_qp {
 	_Atomic int xrc_opens;
 };
 static inline struct sr_qp *sr_qp(struct ibv_qp *q) { return (struct sr_qp *)q; }
+
+/* Forgets what the QP heard from its peer (the in-band offer and the flags of its packets), for
+ * a new peer (AV or DQPN) or a reset: each is heard anew from the next packet (recv.c). */
+static inline void sr_qp_peer_forget(struct sr_qp *qp)
+{
+	qp->peer_seg = 0;
+	qp->peer_sr = false;
+	qp->peer_heard = false;
+	qp->peer_odd = 0;
+	qp->peer_fshort = false;
+	qp->peer_even = false;
+	qp->peer_ride = false;
+}
 static inline uint32_t sr_qpn(const struct sr_qp *qp) { return qp->qpx.qp_base.qp_num; }
 /* A QP of this NIC is destroyed; was this QPN one destroyed in the last SR_GONE_MS? */
 void sr_qp_gone_note(struct sr_nic *nic, uint32_t qpn);

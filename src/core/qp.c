@@ -841,13 +841,8 @@ int sr_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = a->dest_qp_num;
-	if (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) {
-		qp->peer_seg = 0;	/* another peer: its offer is to be heard anew */
-		qp->peer_sr = false;
-		qp->peer_heard = false;
-		qp->peer_odd = 0;
-		qp->peer_ride = false;
-	}
+	if (mask & (IBV_QP_AV | IBV_QP_DEST_QPN))
+		sr_qp_peer_forget(qp);	/* another peer */
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = a->rq_psn & SR_PSN_MASK;
 		qp->resp.epsn = qp->attr.rq_psn;

@@ -1444,13 +1444,7 @@ void sr_transport_reset(struct sr_qp *qp)
 	qp->resp.nak_sent = qp->resp.comm_est = qp->resp.in_send = qp->resp.in_write = false;
 	qp->resp.uc_drop = qp->resp.have_rwqe = false;
 	qp->resp.seg = 0;
-	qp->peer_seg = 0;	/* in-band segments: the next peer's offer is heard anew */
-	qp->peer_fshort = false;
-	qp->peer_even = false;
-	qp->peer_sr = false;
-	qp->peer_heard = false;
-	qp->peer_odd = 0;
-	qp->peer_ride = false;
+	sr_qp_peer_forget(qp);
 	sr_xrc_unbind(qp);
 	if (qp->resp.res)
 		memset(qp->resp.res, 0, qp->resp.nres * sizeof(*qp->resp.res));
