@@ -113,21 +113,16 @@ const char *sr_addr_str(const struct sr_addr *a, char *buf, size_t len)
 
 socklen_t sr_addr_to_sockaddr(const struct sr_addr *a, struct sockaddr_storage *ss)
 {
-	memset(ss, 0, sizeof(*ss));
+	/* Only the returned length is written (zeroing all 128 bytes was a rep stos in every
+	 * send). */
 	if (a->family == AF_INET) {
-		struct sockaddr_in *s = (struct sockaddr_in *)ss;
-
-		s->sin_family = AF_INET;
-		s->sin_port = htons(a->port);
-		s->sin_addr = a->v4;
-		return sizeof(*s);
+		*(struct sockaddr_in *)ss = (struct sockaddr_in){
+			.sin_family = AF_INET, .sin_port = htons(a->port), .sin_addr = a->v4 };
+		return sizeof(struct sockaddr_in);
 	}
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-
-	s6->sin6_family = AF_INET6;
-	s6->sin6_port = htons(a->port);
-	s6->sin6_addr = a->v6;
-	return sizeof(*s6);
+	*(struct sockaddr_in6 *)ss = (struct sockaddr_in6){
+		.sin6_family = AF_INET6, .sin6_port = htons(a->port), .sin6_addr = a->v6 };
+	return sizeof(struct sockaddr_in6);
 }
 
 void sr_addr_from_sockaddr(struct sr_addr *a, const struct sockaddr *sa)

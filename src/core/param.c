@@ -46,7 +46,8 @@ static const struct sr_params param_defaults = {
 #undef SR_PARAM_DEF
 };
 
-static struct sr_params params;
+struct sr_params sr_params_loaded;	/* param.h, sr_params */
+_Atomic bool sr_params_ready;
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;
 
 const char *sr_param_env_name(int index, char *buf, int len)
@@ -275,15 +276,16 @@ void sr_params_free(struct sr_params *p)
 
 static void params_init(void)
 {
-	sr_params_load(&params);
-	if (params.crash_trace)
+	sr_params_load(&sr_params_loaded);
+	if (sr_params_loaded.crash_trace)
 		sr_crash_trace_install();
+	atomic_store_explicit(&sr_params_ready, true, memory_order_release);
 }
 
-const struct sr_params *sr_params(void)
+const struct sr_params *sr_params_first(void)
 {
 	pthread_once(&params_once, params_init);
-	return &params;
+	return &sr_params_loaded;
 }
 
 const char *sr_param_value_str(int index, char *buf, int len)

@@ -10,6 +10,7 @@
 #ifndef SR_CORE_PARAM_H
 #define SR_CORE_PARAM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define SR_PARAM_LIST(X)                                                                        \
@@ -76,8 +77,19 @@ struct sr_params {
 #undef SR_PARAM_FIELD
 };
 
-/* The values, loaded from the environment at the first call of sr_params() (thread-safe). */
-const struct sr_params *sr_params(void);
+/* The values, loaded from the environment at the first call of sr_params() (thread-safe).
+ * Once loaded, a load and a test: the send path asks for them several times a post, and the
+ * pthread_once of every call cost ~15 ns a post (bench/README.md, "8 B busy-poll"). */
+extern struct sr_params sr_params_loaded;
+extern _Atomic bool sr_params_ready;
+const struct sr_params *sr_params_first(void);
+
+static inline const struct sr_params *sr_params(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&sr_params_ready, memory_order_acquire), 1))
+		return &sr_params_loaded;
+	return sr_params_first();
+}
 
 /* Table access for `softrdma params`. */
 struct sr_param_desc {

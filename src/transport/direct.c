@@ -247,14 +247,15 @@ bool sr_direct_exec(struct sr_qp *qp, struct sr_swqe *w)
 	sgl.n = 0;
 	bool imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 
-	if (!d || !d->use || qp->type != IBV_QPT_RC || !w->length ||
+	if (!d || qp->type != IBV_QPT_RC || !w->length ||
 	    (w->opcode != IBV_WR_RDMA_WRITE && !imm && !rd))
 		return false;
 	/* A peer without a table (another namespace or host: every WRITE of a ping-pong
 	 * between namespaces came here) is not looked up again, under d->lock, before the
-	 * next look for its table would be made anyway: the QP remembers until when. */
+	 * next look for its table would be made anyway: the QP remembers until when. (Before
+	 * d->use: d is not in the cache of a post that goes as a packet.) */
 	now = peer_now_ns();
-	if (now < qp->direct_skip_ns)
+	if (now < qp->direct_skip_ns || !d->use)
 		return false;
 	if (!peer_get(d, &qp->peer, &v, now, &skip)) {
 		qp->direct_skip_ns = skip;
