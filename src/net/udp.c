@@ -71,16 +71,15 @@ static int sys_bind(int fd, const struct sockaddr *sa, socklen_t l)
 {
 	return (int)syscall(SYS_bind, fd, sa, l);
 }
-static ssize_t sys_sendmsg(int fd, const struct msghdr *m, int flags)
+/* Sends the datagram m describes. One contiguous piece without a control message goes by
+ * sendto, which spares the kernel the message header's and the iovec's copies and checks that
+ * sendmsg makes. */
+static ssize_t sys_sendmsg(int fd, const struct msghdr *m)
 {
-	return (ssize_t)syscall(SYS_sendmsg, fd, m, flags);
-}
-/* One contiguous datagram without a control message: sendto, which spares the kernel the
- * message header's and the iovec's copies and checks that sendmsg makes. */
-static ssize_t sys_sendto(int fd, const void *p, size_t len, const struct sockaddr *sa,
-			  socklen_t sl)
-{
-	return (ssize_t)syscall(SYS_sendto, fd, p, len, 0, sa, sl);
+	if (m->msg_iovlen == 1 && !m->msg_controllen)
+		return (ssize_t)syscall(SYS_sendto, fd, m->msg_iov->iov_base, m->msg_iov->iov_len,
+					0, m->msg_name, m->msg_namelen);
+	return (ssize_t)syscall(SYS_sendmsg, fd, m, 0);
 }
 static int sys_recvmmsg(int fd, struct mmsghdr *m, unsigned n, int flags)
 {
@@ -316,9 +315,7 @@ static int send_iov(struct sr_nic *nic, const struct sr_ipudp *t, const struct s
 	ssize_t r;
 
 	do
-		r = n == 1 ? sys_sendto(nic->fd, iov->iov_base, iov->iov_len,
-					(const struct sockaddr *)ss, sl)
-			   : sys_sendmsg(nic->fd, &m, 0);
+		r = sys_sendmsg(nic->fd, &m);
 	while (r < 0 && errno == EINTR);
 	if (r < 0) {
 		/* ENOBUFS/EAGAIN: a full socket is a lost packet; the transport retransmits. */
@@ -496,14 +493,10 @@ static void batch_flush(void)
 		struct sr_xrun *r = &b->run[k];
 		int sent;
 
-		/* One run: sendmsg, as before there were runs (no mmsghdr to fill in the kernel);
-		 * one packet, sendto (no control message either). */
-		if (b->nrun - k == 1 && r->n == 1)
-			sent = sys_sendto(nic->fd, v[k].iov_base, v[k].iov_len,
-					  (const struct sockaddr *)&ss[k],
-					  mm[k].msg_hdr.msg_namelen) < 0 ? -1 : 1;
-		else if (b->nrun - k == 1)
-			sent = sys_sendmsg(nic->fd, &mm[k].msg_hdr, 0) < 0 ? -1 : 1;
+		/* One run: sendmsg, as before there were runs (no mmsghdr to fill in the kernel;
+		 * one packet, no control message: sendto). */
+		if (b->nrun - k == 1)
+			sent = sys_sendmsg(nic->fd, &mm[k].msg_hdr) < 0 ? -1 : 1;
 		else
 			sent = sys_sendmmsg(nic->fd, &mm[k], b->nrun - k, 0);
 		if (sent < 0 && errno == EINTR)
