@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -49,18 +50,21 @@ static int fifo_grow(void **buf, uint32_t *cap, uint32_t head, uint32_t tail, si
 	return 0;
 }
 
+/* Raw system calls, not libc's write() and read(): those are cancellation points, and a
+ * completion made by an application's receive (under the NIC's receive lock, engine/nic.c
+ * sr_nic_poll_at) sets its channel's flag. */
 static void flag_set(int fd)
 {
 	uint64_t one = 1;
 
-	(void)!write(fd, &one, sizeof(one));
+	(void)syscall(SYS_write, fd, &one, sizeof(one));
 }
 
 static void flag_clear(int fd)
 {
 	uint64_t v;
 
-	(void)!read(fd, &v, sizeof(v));	/* only called when set: never blocks */
+	(void)syscall(SYS_read, fd, &v, sizeof(v));	/* only called when set: never blocks */
 }
 
 /* Nothing queued: -EAGAIN on a non-blocking fd, else wait until something may be. A signal

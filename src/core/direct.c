@@ -45,7 +45,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -285,7 +287,9 @@ static void key_wait(struct dkey *k, uint32_t rkey)
 				"requester that died in it?); going on", rkey);
 			break;
 		}
-		usleep(20);
+		/* Raw: usleep is a cancellation point, and a remote invalidation or a bind
+		 * waits here under the NIC's receive lock (engine/nic.c, sr_nic_poll_at). */
+		(void)syscall(SYS_nanosleep, &(struct timespec){ .tv_nsec = 20000 }, NULL);
 	}
 }
 

@@ -26,10 +26,13 @@ int sr_log_level = SR_LOG_WARN;
 #define SR_RL_BURST 10
 #define SR_RL_WINDOW_NS 1000000000ULL
 
+/* A raw write: libc's is a cancellation point, and the receive path logs (rate-limited) under
+ * the NIC's receive lock, which a cancelled thread would never release (engine/nic.c,
+ * sr_nic_poll_at). */
 static void log_write(const char *buf, size_t len)
 {
 	while (len) {
-		ssize_t n = write(STDERR_FILENO, buf, len);
+		ssize_t n = (ssize_t)syscall(SYS_write, STDERR_FILENO, buf, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -388,7 +389,9 @@ int sr_mem_flush(struct sr_nic *nic, const struct sr_acc *a, uint32_t key, uint6
 		uintptr_t start = p & ~(uintptr_t)(pg - 1);
 
 		sr_stat_inc(&nic->stats, SR_STAT_flush_msync);
-		if (msync((void *)start, (size_t)(p + len - start), MS_SYNC)) {
+		/* Raw: libc's msync is a cancellation point, and a FLUSH executes on the receive
+		 * path under the NIC's receive lock (engine/nic.c, sr_nic_poll_at). */
+		if (syscall(SYS_msync, start, (size_t)(p + len - start), MS_SYNC)) {
 			sr_log_rl(SR_LOG_WARN, "FLUSH: msync of %llu bytes failed: %s",
 				  (unsigned long long)len, strerror(errno));
 			ret = -EIO;

@@ -7,6 +7,7 @@
  */
 #include <endian.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -27,7 +28,9 @@ void sr_nic_kick(struct sr_nic *nic)
 {
 	uint64_t one = 1;
 
-	(void)!write(nic->evfd, &one, sizeof(one));
+	/* A raw write: libc's is a cancellation point, and the receive path rings the doorbell
+	 * under the receive lock (engine/nic.c, sr_nic_poll_at). */
+	(void)syscall(SYS_write, nic->evfd, &one, sizeof(one));
 }
 
 /* Registers qp for timer service (qp lock held); wakes the thread if it sleeps. */

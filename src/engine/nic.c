@@ -472,13 +472,18 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 		atomic_store_explicit(&nic->app_poll_end_ns, now, memory_order_relaxed);
 		return 0;
 	}
+	/*
+	 * A thread cancelled while it holds the receive lock would die with it, and the NIC would
+	 * never receive again. Cancellation is not disabled here (the pair cost ~39 ns of each
+	 * poll): nothing reachable under the lock is a cancellation point. The socket's calls are
+	 * raw system calls (net/udp.c), and so are the doorbell's and a channel's eventfd writes
+	 * (core/nic.c, core/cq.c), the log's write (core/log.c), the capture's writev
+	 * (net/pcap.c), a FLUSH's msync (core/mr.c) and the wait of a remote invalidation
+	 * (core/direct.c, key_wait); the same-host path's file look-ups disable cancellation
+	 * themselves (transport/direct.c, peer_refresh). Keep it so: libc's read, write, close,
+	 * open, sleeps, stdio and condition waits are cancellation points.
+	 */
 	if (!pthread_mutex_trylock(&nic->rx_lock)) {
-		int cstate;
-
-		/* Not cancelled in here (recvmmsg, sendmsg and a channel's flag write are
-		 * cancellation points): a thread cancelled while it polls would die holding the
-		 * receive lock, and the NIC would never receive again. */
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 		/* After a drain that found nothing, the next datagram is most likely alone (the
 		 * answer of a ping-pong): ask for one, and the kernel does not look for a second
 		 * (the empty look cost ~0.25 us of each answer's receive). Anything more waits
@@ -498,7 +503,6 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 			end = sr_drain_clock;	/* the end of this poll, to within the datagram */
 		sr_drain_clock = 0;
 		pthread_mutex_unlock(&nic->rx_lock);
-		pthread_setcancelstate(cstate, NULL);
 	} else if (sr_params()->busy_poll_us <= 0) {
 		after = SR_APP_LOCKED_YIELD_NS;
 	} else {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,11 +74,13 @@ static int expand_path(char *out, size_t outlen, const char *path)
 	return 0;
 }
 
-/* writev() until everything is written; -1 on an error (iov is consumed). */
+/* writev() until everything is written; -1 on an error (iov is consumed). Raw system calls
+ * here and in write_record: libc's are cancellation points, and the receive path captures
+ * (and sends ACKs) under the NIC's receive lock (engine/nic.c, sr_nic_poll_at). */
 static int writev_all(int fd, struct iovec *iov, int cnt)
 {
 	while (cnt > 0) {
-		ssize_t w = writev(fd, iov, cnt);
+		ssize_t w = (ssize_t)syscall(SYS_writev, fd, iov, cnt);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -195,7 +198,7 @@ static void write_record(struct sr_pcap *pc, const struct sr_ipudp *ipu, const s
 	n = gather(out + 1, iov, iovcnt, head.rh.incl_len - hlen, &heap);
 	if (n < 0 || writev_all(pc->fd, out, 1 + n)) {
 		/* A partial record may be on disk: stop here so everything before it stays valid. */
-		close(pc->fd);
+		(void)syscall(SYS_close, pc->fd);
 		pc->fd = -1;
 		__atomic_fetch_add(&pc->dropped, 1, __ATOMIC_RELAXED);
 	} else {

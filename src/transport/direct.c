@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,32 @@ static bool peer_alive(struct sr_direct *d, struct sr_dpeer *pe)
 	return same;
 }
 
+/*
+ * Checks that pe's table is still its owner's, or looks for one (d->lock held). Not cancelled
+ * in here: the files' open, read and close are cancellation points, and a thread cancelled in
+ * them would die holding d->lock -- and, on the receive path (a requester's progress after an
+ * ACK), the NIC's receive lock, which the application's poll holds without disabling
+ * cancellation (engine/nic.c, sr_nic_poll_at). Each once a second or 100 ms at most.
+ */
+__attribute__((noinline, cold)) static void peer_refresh(struct sr_direct *d, struct sr_dpeer *pe,
+							 uint64_t now)
+{
+	int cstate;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
+	if (peer_valid(pe) && now - pe->checked_ns >= PEER_CHECK_NS) {
+		if (peer_alive(d, pe)) {
+			pe->checked_ns = now;
+		} else {
+			peer_retire(d, pe);
+			pe->retry_ns = 0;	/* a new owner's table may be there already */
+		}
+	}
+	if (!peer_valid(pe) && now >= pe->retry_ns)
+		peer_open(d, pe);
+	pthread_setcancelstate(cstate, NULL);
+}
+
 /* The peer's table, for one WR: false when there is none to use now, and then *skip_ns: the
  * time before which asking again finds none either (the next look for a table, the end of an
  * EPERM's wait). now: peer_now_ns(). */
@@ -177,16 +204,9 @@ static bool peer_get(struct sr_direct *d, const struct sr_addr *a, struct peer_v
 		*skip_ns = pe->refused_until;
 		goto out;
 	}
-	if (peer_valid(pe) && now - pe->checked_ns >= PEER_CHECK_NS) {
-		if (peer_alive(d, pe)) {
-			pe->checked_ns = now;
-		} else {
-			peer_retire(d, pe);
-			pe->retry_ns = 0;	/* a new owner's table may be there already */
-		}
-	}
-	if (!peer_valid(pe) && now >= pe->retry_ns)
-		peer_open(d, pe);
+	if ((peer_valid(pe) && now - pe->checked_ns >= PEER_CHECK_NS) ||
+	    (!peer_valid(pe) && now >= pe->retry_ns))
+		peer_refresh(d, pe, now);
 	if (peer_valid(pe)) {
 		v->pe = pe;
 		v->base = (uint8_t *)pe->map;

@@ -2,8 +2,9 @@
  * A thread cancelled (deferred pthread_cancel, as rping cancels its CQ thread) while it sleeps
  * in ibv_get_cq_event, or while it polls a CQ, must not take the NIC down with it: the sleeper
  * also receives datagrams (core/cq.c, param chan_rx) and a poll receives too (poll_rx), with the
- * NIC's receive lock held and cancellation points inside (recvmmsg, sendmsg, a channel's flag
- * write). Datagrams for another QP flow meanwhile; after each cancel a SEND to the first QP
+ * NIC's receive lock held (the sleeper disables cancellation; the poll reaches no cancellation
+ * point under the lock: the receive, the sends and a channel's flag write are raw system calls,
+ * engine/nic.c sr_nic_poll_at). Datagrams for another QP flow meanwhile; after each cancel a SEND to the first QP
  * must still complete. The channel destroyed at the end must be freed (a sleeper cancelled in
  * its wait has left it: no leak under LeakSanitizer).
  */
