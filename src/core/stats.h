@@ -20,6 +20,7 @@
 	X(rx_app_datagrams, "datagrams (one holds several packets when coalesced) taken by an application polling a CQ (param poll_rx), not by the progress thread") \
 	X(rx_chan_datagrams, "datagrams taken by a completion channel's consumer that the datagram woke (param chan_rx), not by the progress thread") \
 	X(rx_watch_takes, "receives with data that the progress thread made while watching a polling application, packets that application left waiting (param rx_watch_us)") \
+	X(rx_plain_on, "times the progress thread turned UDP_GRO off for a polling application whose datagrams came alone, which it then receives by recvfrom (turned on again at the first batch, or when the application stops polling)") \
 	X(timer_busy_skips, "looks at a QP's timers that the progress thread put off because a polling application held the QP's lock (at most 1 ms in a row)") \
 	X(rx_thread_wakes, "times a datagram woke the progress thread (socket armed: nobody watching; a ping-pong whose applications poll should cause few)") \
 	X(thread_wakes, "times the progress thread woke, for any reason: a datagram, a kick, a timeout (the watch's looks, timers, deferred ACKs); each costs a context switch and may preempt a polling application") \

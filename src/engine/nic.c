@@ -852,6 +852,22 @@ static uint64_t watch_look(struct sr_nic *nic, uint64_t base, uint64_t cur, int 
 	return cur;
 }
 
+/* The drain before lone datagrams go by recvfrom (sr_net_rx_plain_look; rx_lock held): true
+ * when it emptied the socket. Not when the CQs' backlog asks for a pause: the application is
+ * behind, and its datagrams do not come alone. */
+static bool plain_drain(struct sr_nic *nic)
+{
+	int got = 0, n;
+
+	while ((n = sr_net_rx(nic)) > 0) {
+		sr_resp_flush_acks(nic);
+		got += n;
+		if (got >= 64 || backlog_pending(nic))
+			return false;
+	}
+	return errno == EAGAIN || errno == EWOULDBLOCK;	/* the receive's own */
+}
+
 static void *nic_thread(void *arg)
 {
 	struct sr_nic *nic = arg;
@@ -1120,7 +1136,9 @@ static void *nic_thread(void *arg)
 						epoll_ctl(nic->epfd, EPOLL_CTL_DEL, nic->fd, NULL);
 						rx_reg = RX_REG_NONE;
 					}
+					sr_net_rx_plain_look(nic, true, plain_drain);
 				} else {
+					sr_net_rx_plain_look(nic, false, plain_drain);
 					atomic_store(&nic->rx_watching, false);
 					/* A watch that ends taking packets: the application
 					 * stopped polling with packets on their way to it. */

@@ -55,6 +55,15 @@ bool sr_net_icrc_ok(struct sr_nic *nic, struct sr_pkt *pkt);
 void sr_net_icrc_drop(struct sr_nic *nic);	/* counts drop_icrc and logs it (rate-limited) */
 bool sr_net_icrc_match(struct sr_nic *nic, struct sr_ipudp *t, const uint8_t *buf, size_t len,
 		       uint32_t got);
+/*
+ * The lone receive by recvfrom (udp.c, "the lone receive by recvfrom"): while a polling
+ * application's datagrams come alone, UDP_GRO goes off and a receive of one datagram
+ * (sr_net_rx_upto(nic, 1)) uses recvfrom. The progress thread calls this at each look of its
+ * watch (watching) and when the watch ends (!watching), holding no lock; it may take
+ * nic->rx_lock and wait for an RCU grace period. drain is called with nic->rx_lock held, takes
+ * what waits in the socket through sr_net_rx and returns true when it found the socket empty.
+ */
+void sr_net_rx_plain_look(struct sr_nic *nic, bool watching, bool (*drain)(struct sr_nic *));
 /* Is the receive socket's buffer more than half full (packets waiting to be received)? */
 bool sr_net_rx_half_full(struct sr_nic *nic);
 /* A socket receiving the IP multicast group at UDP 4791, joined on the NIC's interface. */

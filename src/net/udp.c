@@ -12,6 +12,7 @@
  * it, come out right (src/wire/icrc.h).
  */
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <linux/sock_diag.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -57,6 +58,21 @@ struct sr_rxring {
 	 * time was 3-4 % of a netns stream's CPU). */
 	int dirty;
 	size_t ctllen;
+	/* The lone receive by recvfrom (rx_plain, sr_net_rx_plain_look): allowed (read and
+	 * written under nic->rx_lock); and the progress thread's own state: UDP_GRO switched off,
+	 * never again (a failed membarrier), the backoff of the quiet time after plain periods
+	 * that ended soon, since when lone datagrams only, since when plain, since when not
+	 * watching. `several`: receives on the NIC's socket that returned several datagrams, a
+	 * coalesced one, or one cut from a GSO batch, since the thread last looked (written under
+	 * rx_lock; the thread's reset may lose one, which does not matter). */
+	bool plain;
+	bool gro_off;
+	bool plain_never;
+	unsigned backoff;
+	uint64_t quiet_since;
+	uint64_t plain_since;
+	uint64_t unwatched_since;
+	_Atomic unsigned several;
 };
 
 static int sys_socket(int dom, int type, int proto)
@@ -206,6 +222,9 @@ int sr_net_open(struct sr_nic *nic)
 	 * that crossed lo or a veth unsegmented, or packets a NIC coalesced); rx splits it. */
 	if (p->gso)
 		nic->gro = !sys_setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	/* Without UDP_GRO the kernel cuts every GSO batch as it queues it: nothing coalesced,
+	 * and a lone receive needs no control message (rx_plain). */
+	nic->rx->plain = !nic->gro;
 
 	nic->fault = sr_fault_parse(p->fault, &err);
 	if (err) {
@@ -1014,10 +1033,47 @@ int sr_net_rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group)
 	return rx_fd(nic, fd, group, SR_NET_RX_BATCH);
 }
 
+static void note_several(struct sr_rxring *r)
+{
+	atomic_store_explicit(&r->several, atomic_load_explicit(&r->several, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/*
+ * One datagram by recvfrom (r->plain: no coalesced datagram can be waiting), which copies no
+ * message header, iovec or control message in or out: an empty one costs ~125 ns here against
+ * recvmmsg's ~175 with the control buffer. A datagram with another IPv4 ID than 0 is a piece of
+ * a GSO batch the kernel cut (or an rxe peer's): traffic that GRO serves better.
+ */
+static int rx_plain(struct sr_nic *nic, struct sr_rxring *r)
+{
+	socklen_t alen = sizeof(r->src[0]);
+	uint8_t *p = r->iov[0].iov_base;
+	struct sr_addr src;
+	uint16_t id = 0;
+	ssize_t len = (ssize_t)syscall(SYS_recvfrom, nic->fd, p, SR_RX_BUFSZ, MSG_DONTWAIT | MSG_TRUNC,
+				       &r->src[0], &alen);
+
+	if (len < 0)
+		return 0;
+	if (len > SR_RX_BUFSZ) {
+		sr_stat_inc(&nic->stats, SR_STAT_drop_short);
+		return 1;
+	}
+	sr_addr_from_sockaddr(&src, (struct sockaddr *)&r->src[0]);
+	rx_one(nic, p, (size_t)len, &src, nic->fd, NULL, &id);
+	if (id)
+		note_several(r);
+	return 1;
+}
+
 static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsigned max)
 {
 	struct sr_rxring *r = nic->rx;
 	int n;
+
+	if (max == 1 && r->plain && fd == nic->fd)
+		return rx_plain(nic, r);
 
 	size_t ctl = nic->gro && fd == nic->fd ? SR_RX_CTL : 0;
 
@@ -1035,6 +1091,8 @@ static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsign
 	if (n <= 0)
 		return 0;
 	r->dirty = n;
+	if (n > 1 && fd == nic->fd)
+		note_several(r);
 	for (int i = 0; i < n; i++) {
 		struct sr_addr src;
 
@@ -1053,6 +1111,7 @@ static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsign
 		}
 		/* Several datagrams coalesced (GRO): consecutive IDs, from 0 for a softrdma
 		 * batch; from whatever the first has otherwise. */
+		note_several(r);
 		size_t end = len, last = (len - 1) / seg * seg;
 
 		if (response_last(p, last, seg)) {
@@ -1067,4 +1126,127 @@ static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsign
 			rx_one(nic, p + off, end - off < seg ? end - off : seg, &src, fd, group, &id);
 	}
 	return n;
+}
+
+/* ---- the lone receive by recvfrom --------------------------------------------------------- */
+/*
+ * A polling application's ping-pong receives one lone datagram per half round trip, and with
+ * UDP_GRO on it must take it by recvmmsg with a control buffer, whose copies of the message
+ * header, the iovec and the control message cost ~50 ns more than recvfrom (per receive and
+ * per empty poll). recvfrom cannot see the UDP_GRO segment size, and softrdma's packets carry
+ * no length, so it may only be used while nothing coalesced can be queued: with UDP_GRO off,
+ * the kernel cuts a GSO batch into datagrams as it queues it (udp_queue_rcv_skb,
+ * udp_unexpected_gso). The progress thread switches:
+ *
+ *  - on, after its watch of a polling application has seen lone datagrams only for
+ *    SR_PLAIN_QUIET_NS: UDP_GRO off; then membarrier(MEMBARRIER_CMD_GLOBAL), an RCU grace
+ *    period, so that a delivery that read the option still on (a softirq, an RCU read-side
+ *    section) has queued its datagram; then, under rx_lock, the caller's drain takes what
+ *    waits (recvmmsg and the control message, as ever) and only a drain that emptied the
+ *    socket sets r->plain. Without membarrier (an old kernel, seccomp, nohz_full) never.
+ *  - off, at the first look after a receive returned several datagrams, a coalesced one, or
+ *    one with an IPv4 ID other than 0 (a piece of a batch the kernel cut), or when the watch
+ *    ends: r->plain cleared under rx_lock (every receive reads it under that lock), then
+ *    UDP_GRO on.
+ *
+ * A plain period that ended within SR_PLAIN_KEEP_NS doubles the quiet time before the next
+ * (up to SR_PLAIN_BACKOFF_MAX doublings): each switch on blocks the thread for a grace period
+ * (8-20 ms on the 2-core VM), during which the application, polling, receives by itself.
+ */
+#define SR_PLAIN_QUIET_NS 10000000ull
+#define SR_PLAIN_KEEP_NS 1000000000ull
+#define SR_PLAIN_BACKOFF_MAX 6
+#define SR_PLAIN_SEVERAL 2
+
+static void plain_end(struct sr_nic *nic, struct sr_rxring *r, uint64_t now)
+{
+	int one = 1;
+
+	pthread_mutex_lock(&nic->rx_lock);
+	r->plain = false;
+	pthread_mutex_unlock(&nic->rx_lock);
+	if (sys_setsockopt(nic->fd, SOL_UDP, UDP_GRO, &one, sizeof(one))) {
+		/* GRO stays off; recvmmsg with the control buffer serves as ever */
+		r->plain_never = true;
+		return;
+	}
+	r->gro_off = false;
+	if (r->plain_since && now - r->plain_since < SR_PLAIN_KEEP_NS) {
+		if (r->backoff < SR_PLAIN_BACKOFF_MAX)
+			r->backoff++;
+	} else {
+		r->backoff = 0;
+	}
+	r->plain_since = 0;
+}
+
+static void plain_begin(struct sr_nic *nic, struct sr_rxring *r, bool (*drain)(struct sr_nic *))
+{
+	int zero = 0;
+
+	if (sys_setsockopt(nic->fd, SOL_UDP, UDP_GRO, &zero, sizeof(zero))) {
+		r->plain_never = true;
+		return;
+	}
+	r->gro_off = true;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)) {
+		sr_info("%s: no membarrier (%s): lone datagrams keep recvmmsg", nic->dev->ibdev.name,
+			strerror(errno));
+		r->plain_never = true;
+		plain_end(nic, r, 0);
+		return;
+	}
+	pthread_mutex_lock(&nic->rx_lock);
+	atomic_store_explicit(&r->several, 0, memory_order_relaxed);
+	if (drain(nic) && !atomic_load_explicit(&r->several, memory_order_relaxed))
+		r->plain = true;
+	pthread_mutex_unlock(&nic->rx_lock);
+	if (!r->plain) {
+		plain_end(nic, r, sr_now_ns());
+		return;
+	}
+	r->plain_since = sr_now_ns();
+	sr_stat_inc(&nic->stats, SR_STAT_rx_plain_on);
+}
+
+void sr_net_rx_plain_look(struct sr_nic *nic, bool watching, bool (*drain)(struct sr_nic *))
+{
+	struct sr_rxring *r = nic->rx;
+	unsigned several;
+	uint64_t now;
+
+	if (!nic->gro || r->plain_never)
+		return;
+	several = atomic_load_explicit(&r->several, memory_order_relaxed);
+	if (several)
+		atomic_store_explicit(&r->several, 0, memory_order_relaxed);
+	now = sr_now_ns();
+	if (watching)
+		r->unwatched_since = 0;
+	else if (!r->unwatched_since)
+		r->unwatched_since = now;
+	if (r->gro_off) {
+		bool ended = !watching && now - r->unwatched_since >= SR_PLAIN_QUIET_NS;
+
+		if (several >= SR_PLAIN_SEVERAL || ended) {
+			sr_dbg("%s: lone receives by recvfrom end after %llu us: %s",
+			       nic->dev->ibdev.name,
+			       (unsigned long long)((now - r->plain_since) / 1000),
+			       ended ? "the watch ended" : "not alone");
+			plain_end(nic, r, now);
+		}
+		return;
+	}
+	if (!watching || several) {
+		r->quiet_since = 0;
+		return;
+	}
+	if (!r->quiet_since) {
+		r->quiet_since = now;
+		return;
+	}
+	if (now - r->quiet_since < SR_PLAIN_QUIET_NS << r->backoff)
+		return;
+	r->quiet_since = 0;
+	plain_begin(nic, r, drain);
 }
