@@ -54,6 +54,7 @@
 	X(backlog_idle_us, INT, 1000, "... once that CQ's consumer has not polled it for this long, us, or 128 wait: one that polled more recently is running and only has a deep queue (0: pause whenever 32 wait)") \
 	X(poll_rx, BOOL, 1, "an application polling an empty CQ also drains the socket itself (no thread hand-off)") \
 	X(chan_rx, BOOL, 1, "a consumer asleep in a blocking ibv_get_cq_event is woken by the datagram itself and receives it, rather than by the progress thread after it received it (one of the sleepers of the process, or the thread, is woken per datagram: EPOLLEXCLUSIVE)") \
+	X(rx_plain, BOOL, 1, "while an application polls and its datagrams come alone (a ping-pong), the progress thread turns UDP_GRO off (after 10 ms of lone datagrams, then an RCU grace period by membarrier) and a one-datagram receive goes by recvfrom, ~50 ns cheaper than recvmmsg with the GRO control message; GRO goes on again when two receives within one of the watch's looks are batches, or 10 ms after the watch ended (0: never)") \
 	X(poll_rx_gap_ns, INT, 2000, "after an application's drain of the socket found nothing, its next drain waits this long, ns (an application that polls between other work does not pay a syscall per poll)") \
 	X(tick_ms, INT, 10, "progress thread wake-up period while any QP may need a timer") \
 	X(rcvbuf, INT, 8388608, "UDP socket receive buffer size requested, bytes") \

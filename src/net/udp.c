@@ -1215,7 +1215,7 @@ void sr_net_rx_plain_look(struct sr_nic *nic, bool watching, bool (*drain)(struc
 	unsigned several;
 	uint64_t now;
 
-	if (!nic->gro || r->plain_never)
+	if (!nic->gro || r->plain_never || !sr_params()->rx_plain)
 		return;
 	several = atomic_load_explicit(&r->several, memory_order_relaxed);
 	if (several)
