@@ -70,6 +70,7 @@ struct sr_rxring {
 	bool plain_never;
 	unsigned backoff;
 	uint64_t quiet_since;
+	uint64_t quiet_packets;
 	uint64_t plain_since;
 	uint64_t unwatched_since;
 	_Atomic unsigned several;
@@ -1136,27 +1137,35 @@ static int rx_fd(struct sr_nic *nic, int fd, const struct sr_addr *group, unsign
  * per empty poll). recvfrom cannot see the UDP_GRO segment size, and softrdma's packets carry
  * no length, so it may only be used while nothing coalesced can be queued: with UDP_GRO off,
  * the kernel cuts a GSO batch into datagrams as it queues it (udp_queue_rcv_skb,
- * udp_unexpected_gso). The progress thread switches:
+ * udp_unexpected_gso: the option clears the socket's ACCEPT_L4, and it never sets
+ * ACCEPT_FRAGLIST). The progress thread switches:
  *
- *  - on, after its watch of a polling application has seen lone datagrams only for
- *    SR_PLAIN_QUIET_NS: UDP_GRO off; then membarrier(MEMBARRIER_CMD_GLOBAL), an RCU grace
- *    period, so that a delivery that read the option still on (a softirq, an RCU read-side
- *    section) has queued its datagram; then, under rx_lock, the caller's drain takes what
- *    waits (recvmmsg and the control message, as ever) and only a drain that emptied the
- *    socket sets r->plain. Without membarrier (an old kernel, seccomp, nohz_full) never.
- *  - off, at the first look after a receive returned several datagrams, a coalesced one, or
- *    one with an IPv4 ID other than 0 (a piece of a batch the kernel cut), or when the watch
- *    ends: r->plain cleared under rx_lock (every receive reads it under that lock), then
- *    UDP_GRO on.
+ *  - on, once its watch of a polling application has seen for SR_PLAIN_QUIET_NS lone
+ *    datagrams only, and at least SR_PLAIN_MIN_PACKETS of them (not silence: a connection's
+ *    setup is quiet until its first batch). UDP_GRO off; then membarrier(MEMBARRIER_CMD_GLOBAL),
+ *    an RCU grace period, so that every delivery that read the option still on (the softirq's
+ *    check and queueing are one RCU read-side section) has queued its datagram; then, under
+ *    rx_lock, the caller's drain takes what waits (recvmmsg and the control message, as ever)
+ *    and only a drain that emptied the socket, all its receives lone, sets r->plain. A failed
+ *    membarrier (an old kernel, seccomp, nohz_full) puts UDP_GRO back and never switches again.
+ *  - off, at a look that finds SR_PLAIN_SEVERAL or more receives since the last that were not
+ *    lone: several datagrams in one recvmmsg, a coalesced one, or one by recvfrom with an IPv4
+ *    ID other than 0 (a piece of a batch the kernel cut: a stream). One alone (a tail-loss
+ *    probe beside the answer) does not end it. Or once the watch has been over for
+ *    SR_PLAIN_QUIET_NS (a short gap, the application preempted, keeps it). r->plain cleared
+ *    under rx_lock (every receive reads it under that lock), then UDP_GRO on.
  *
- * A plain period that ended within SR_PLAIN_KEEP_NS doubles the quiet time before the next
- * (up to SR_PLAIN_BACKOFF_MAX doublings): each switch on blocks the thread for a grace period
- * (8-20 ms on the 2-core VM), during which the application, polling, receives by itself.
+ * Until the switch back a batch arrives cut, its packets' IDs recovered from their ICRCs
+ * (rx_id_recovered). A plain period that ended within SR_PLAIN_KEEP_NS doubles the quiet time
+ * before the next (up to SR_PLAIN_BACKOFF_MAX doublings): each switch on blocks the thread for
+ * a grace period (8-20 ms on the 2-core VM), during which the application, polling, receives by
+ * itself, and the thread's timers wait.
  */
 #define SR_PLAIN_QUIET_NS 10000000ull
 #define SR_PLAIN_KEEP_NS 1000000000ull
 #define SR_PLAIN_BACKOFF_MAX 6
 #define SR_PLAIN_SEVERAL 2
+#define SR_PLAIN_MIN_PACKETS 32
 
 static void plain_end(struct sr_nic *nic, struct sr_rxring *r, uint64_t now)
 {
@@ -1243,10 +1252,13 @@ void sr_net_rx_plain_look(struct sr_nic *nic, bool watching, bool (*drain)(struc
 	}
 	if (!r->quiet_since) {
 		r->quiet_since = now;
+		r->quiet_packets = sr_stat_get(&nic->stats, SR_STAT_rx_packets);
 		return;
 	}
 	if (now - r->quiet_since < SR_PLAIN_QUIET_NS << r->backoff)
 		return;
 	r->quiet_since = 0;
-	plain_begin(nic, r, drain);
+	/* Lone datagrams, not silence: a connection's setup, before its first batch, is quiet. */
+	if (sr_stat_get(&nic->stats, SR_STAT_rx_packets) - r->quiet_packets >= SR_PLAIN_MIN_PACKETS)
+		plain_begin(nic, r, drain);
 }
