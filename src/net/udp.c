@@ -1211,6 +1211,8 @@ static void plain_begin(struct sr_nic *nic, struct sr_rxring *r, bool (*drain)(s
 		r->plain = true;
 	pthread_mutex_unlock(&nic->rx_lock);
 	if (!r->plain) {
+		sr_dbg("%s: lone receives by recvfrom not begun: the drain found a batch",
+		       nic->dev->ibdev.name);
 		plain_end(nic, r, sr_now_ns());
 		return;
 	}
