@@ -58,15 +58,15 @@ struct sr_rxring {
 	 * time was 3-4 % of a netns stream's CPU). */
 	int dirty;
 	size_t ctllen;
-	/* The lone receive by recvfrom (rx_plain, sr_net_rx_plain_look): allowed (read and
-	 * written under nic->rx_lock); and the progress thread's own state: UDP_GRO switched off,
-	 * never again (a failed membarrier), the backoff of the quiet time after plain periods
-	 * that ended soon, since when lone datagrams only, since when plain, since when not
-	 * watching. `several`: receives on the NIC's socket that returned several datagrams, a
+	/* The lone receive by recvfrom (rx_plain, sr_net_rx_plain_look): allowed (written by the
+	 * progress thread under nic->rx_lock, read by receives under it; on a NIC with UDP_GRO,
+	 * true exactly while the thread has the option off); and the thread's own state: never
+	 * again (a failed membarrier or setsockopt), the backoff of the quiet time after plain
+	 * periods that ended soon, since when lone datagrams only, since when plain, since when
+	 * not watching. `several`: receives on the NIC's socket that returned several datagrams, a
 	 * coalesced one, or one cut from a GSO batch, since the thread last looked (written under
 	 * rx_lock; the thread's reset may lose one, which does not matter). */
 	bool plain;
-	bool gro_off;
 	bool plain_never;
 	unsigned backoff;
 	uint64_t quiet_since;
@@ -1179,7 +1179,6 @@ static void plain_end(struct sr_nic *nic, struct sr_rxring *r, uint64_t now)
 		r->plain_never = true;
 		return;
 	}
-	r->gro_off = false;
 	if (r->plain_since && now - r->plain_since < SR_PLAIN_KEEP_NS) {
 		if (r->backoff < SR_PLAIN_BACKOFF_MAX)
 			r->backoff++;
@@ -1197,7 +1196,6 @@ static void plain_begin(struct sr_nic *nic, struct sr_rxring *r, bool (*drain)(s
 		r->plain_never = true;
 		return;
 	}
-	r->gro_off = true;
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0)) {
 		sr_info("%s: no membarrier (%s): lone datagrams keep recvmmsg", nic->dev->ibdev.name,
 			strerror(errno));
@@ -1236,7 +1234,7 @@ void sr_net_rx_plain_look(struct sr_nic *nic, bool watching, bool (*drain)(struc
 		r->unwatched_since = 0;
 	else if (!r->unwatched_since)
 		r->unwatched_since = now;
-	if (r->gro_off) {
+	if (r->plain) {
 		bool ended = !watching && now - r->unwatched_since >= SR_PLAIN_QUIET_NS;
 
 		if (several >= SR_PLAIN_SEVERAL || ended) {
