@@ -204,6 +204,8 @@ void sr_nic_kick(struct sr_nic *nic);
 __be64 sr_device_guid(const struct sr_device *d);
 /* Registers qp for timer service (qp lock held); wakes the thread if it sleeps. */
 void sr_timer_arm(struct sr_qp *qp);
+/* Off the timer list; the list's reference dropped by whoever removes the entry (core/qp.c). */
+void sr_timer_disarm(struct sr_qp *qp);
 
 
 /* ---- context and asynchronous events ------------------------------------------------------ */

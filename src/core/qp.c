@@ -405,7 +405,14 @@ fail:
 	return ret;
 }
 
-static void timer_unlist(struct sr_qp *qp)
+/*
+ * Takes qp off the timer list. The list's reference is dropped only by whoever removes the
+ * entry: ibv_destroy_qp (no qp lock) and the progress thread (qp lock held, after it saw the
+ * flag set) may both get here for one entry, and the flag each read outside timer_lock cannot
+ * tell them apart. Both dropping it freed the QP under the thread's own reference (ASan,
+ * test_qp_churn, 2026-11-28).
+ */
+void sr_timer_disarm(struct sr_qp *qp)
 {
 	struct sr_nic *nic = qp->nic;
 	bool found = false;
@@ -419,9 +426,10 @@ static void timer_unlist(struct sr_qp *qp)
 		}
 	}
 	qp->on_timer_list = false;
+	qp->timer_idle_since = 0;
 	pthread_mutex_unlock(&nic->timer_lock);
 	if (found)
-		sr_qp_put(qp);
+		sr_qp_put(qp);	/* the list's reference */
 }
 
 /*
@@ -516,7 +524,7 @@ int sr_qp_destroy(struct sr_qp *qp)
 	qp->state = IBV_QPS_RESET;	/* the engine ignores it from now on */
 	qp->rexmit_at = 0;
 	pthread_mutex_unlock(&qp->lock);
-	timer_unlist(qp);
+	sr_timer_disarm(qp);
 	qp->nic->engine->qp_detach_mcast(qp);	/* as the kernel's uverbs does on destroy */
 	/* Wait for packets (sr_qp_enter), timers and coalesced ACKs that still hold it. */
 	sr_table_drain(&qp->nic->qps, b->handle);

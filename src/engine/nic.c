@@ -350,17 +350,7 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
 			t = now + sr_qp_timer_first_ns(qp);
 		}
 		if (!t && qp->on_timer_list) {
-			pthread_mutex_lock(&nic->timer_lock);
-			for (uint32_t j = 0; j < nic->ntimer; j++) {
-				if (nic->timer_qps[j] == qp) {
-					nic->timer_qps[j] = nic->timer_qps[--nic->ntimer];
-					break;
-				}
-			}
-			qp->on_timer_list = false;
-			qp->timer_idle_since = 0;
-			pthread_mutex_unlock(&nic->timer_lock);
-			sr_qp_put(qp);	/* the list's reference */
+			sr_timer_disarm(qp);
 		} else if (t && t < next) {
 			next = t;
 		}
