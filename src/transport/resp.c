@@ -123,10 +123,30 @@ static void ack_unasked(struct sr_qp *qp, uint32_t psn)
 	qp->resp.unasked_due = 0;
 }
 
+static bool ack_deferrable(const struct sr_qp *qp);
+
+/*
+ * Is an ACK pending that the application's answer must carry (qp->lock held)? One the flush
+ * deferred (ack_due set), and also one the flush has not seen yet: the receive batch that
+ * executed the message posted its completion and runs on (another thread: the progress thread,
+ * another poller) while the application polls it, answers, and posts before the batch ends.
+ * Left for the flush, that ACK would be deferred again behind the answer already sent, and the
+ * answer would reach the peer before the completion it should follow (docs/architecture.md,
+ * "Order"). Only when the flush would defer it: a coalesced ACK of a stream still leaves once
+ * at its batch's end, not once per post.
+ */
+static bool ack_owed_to_answer(const struct sr_qp *qp)
+{
+	if (!qp->resp.ack_pending)
+		return false;
+	return qp->resp.ack_due ||
+	       (!qp->resp.ack_unasked && sr_params()->ack_defer_us > 0 && ack_deferrable(qp));
+}
+
 /* Sends a deferred ACK now (qp->lock held; see sr_resp_answer); false if there is none. */
 static bool send_deferred(struct sr_qp *qp)
 {
-	bool due = qp->resp.ack_pending && qp->resp.ack_due;
+	bool due = ack_owed_to_answer(qp);
 
 	if (due) {
 		sr_send_ack(qp, qp->resp.ack_psn, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
@@ -269,14 +289,14 @@ void sr_resp_answer(struct sr_qp *qp)
 void sr_resp_ride_arm(struct sr_qp *qp)
 {
 	qp->resp.ride_armed = qp->nic->ack_ride && qp->peer_ride && qp->peer_sr &&
-			      qp->resp.ack_pending && qp->resp.ack_due;
+			      ack_owed_to_answer(qp);
 }
 
 /* The deferred ACK, if one is pending, into r (req.c: the armed pass's first packet, which
  * qualifies); false: none. */
 bool sr_resp_ride(struct sr_qp *qp, struct sr_ackride *r)
 {
-	if (!qp->resp.ack_pending || !qp->resp.ack_due)
+	if (!ack_owed_to_answer(qp))
 		return false;
 	sr_ackride_build(r, SR_AETH_ACK | SR_AETH_ACK_UNLIMITED, qp->resp.msn, qp->resp.ack_psn);
 	sr_dbg("qp#%u: ACK of PSN %u rides in a request", sr_qpn(qp), qp->resp.ack_psn);
