@@ -60,6 +60,10 @@ static inline uint64_t sr_now_ns(void)
  * one until its first reader; then that reading.
  */
 #define SR_CLOCK_UNREAD 1
+/* Thread-local variables stay in the default (global-dynamic) model, a __tls_get_addr call per
+ * function's first access: tried 2026-11-29, initial-exec for this one and net/udp.c's batch
+ * pointer (16 bytes) gained ~1 % of a busy ping-pong, and UCX and pyverbs, which load this
+ * library by dlopen, then failed with "cannot allocate memory in static TLS block". */
 extern __thread uint64_t sr_drain_clock;
 
 static inline uint64_t sr_drain_now_ns(void)
