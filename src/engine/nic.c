@@ -421,6 +421,12 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
  * waking thread (EEVDF lets the current task finish its slice, 1-4 ms on 2 cores; the
  * thread's nice does not change that), and every poll would find the lock taken until the
  * next tick. Holders that run on the other CPU only cost this application a system call.
+ * In busy-poll mode too (until 2026-11-29 it returned at once there, on the grounds that a
+ * busy-polling thread steps aside by itself when it sees the poll): a spin preempted on this
+ * CPU while it holds the lock sees nothing until it runs again. Busy ib_write_lat between the
+ * namespaces, each process pinned to a CPU: 300-400 tail-loss probes per 100 000 round trips
+ * and a 99.9th percentile of 1.6-1.9 ms before, 23-102 and 0.2-0.3 ms after; unpinned, 12-762
+ * against 5-63 (bench/README.md).
  */
 #define SR_APP_LOCKED_YIELD_NS 5000ull
 
@@ -493,13 +499,8 @@ int sr_nic_poll_at(struct sr_nic *nic, uint64_t now)
 			end = sr_drain_clock;	/* the end of this poll, to within the datagram */
 		sr_drain_clock = 0;
 		pthread_mutex_unlock(&nic->rx_lock);
-	} else if (sr_params()->busy_poll_us <= 0) {
-		after = SR_APP_LOCKED_YIELD_NS;
 	} else {
-		/* A busy-polling thread steps aside by itself when it sees this poll; a yield
-		 * would only hand the CPU to its spin. */
-		atomic_store_explicit(&nic->app_poll_end_ns, now, memory_order_relaxed);
-		return 0;
+		after = SR_APP_LOCKED_YIELD_NS;
 	}
 	since = atomic_load_explicit(&nic->app_spin_ns, memory_order_relaxed);
 	if (n > 0 || !spinning) {
