@@ -424,9 +424,9 @@ static int nic_run_timers(struct sr_nic *nic, bool gentle, uint64_t *armed_at)
  * In busy-poll mode too (until 2026-11-29 it returned at once there, on the grounds that a
  * busy-polling thread steps aside by itself when it sees the poll): a spin preempted on this
  * CPU while it holds the lock sees nothing until it runs again. Busy ib_write_lat between the
- * namespaces, each process pinned to a CPU: 300-400 tail-loss probes per 100 000 round trips
- * and a 99.9th percentile of 1.6-1.9 ms before, 23-102 and 0.2-0.3 ms after; unpinned, 12-762
- * against 5-63 (bench/README.md).
+ * namespaces, each process pinned to a CPU: 300-400 tail-loss probes per side and 100 000
+ * round trips and a 99.9th percentile of 1.6-1.9 ms before, 23-102 and 0.2-0.3 ms after;
+ * unpinned, 5-408 against 2-54 per side (bench/README.md).
  */
 #define SR_APP_LOCKED_YIELD_NS 5000ull
 
