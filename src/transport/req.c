@@ -239,18 +239,23 @@ static bool write_first_short(const struct sr_qp *qp, const struct sr_swqe *w)
 
 /*
  * The even cut (docs/cm.md): toward a responder that says it takes it (SR_BTH_SR_EVEN), a
- * WRITE of n > 1 packets whose length + 16 splits into n equal parts P of at most the segment
- * + 16 (n the fewest packets that allows) goes as a FIRST of P - 16 bytes (its RETH makes up
- * the rest) and n - 1 packets of P, each padded to 4 bytes alike (IBA pads only the LAST;
- * this responder takes it). Every datagram of it is one size, and so is every datagram of the
- * next WRITE so cut: a stream of them shares GSO sends across WRITEs as one-packet WRITEs do,
- * where a FIRST (even one short by its RETH) can never follow a shorter LAST in one send.
- * Over 8 KiB segments 16 KiB is 8184 + 8200 bytes, 32 KiB 8180 + 3 x 8196, 64 KiB 8178 + 7 x
- * 8194 (the 16 KiB dip between two namespaces, bench/README.md). Lengths that do not split so
- * (1 MiB: 1048592 has no such n) keep the cut below. Nor does a P whose FIRST would be a
- * whole multiple of 4 KiB (the responder reads such a FIRST as the segment itself) or at most
- * the path MTU (no large segment then). Returns P, or 0 for no even cut. seg: the WQE's
- * segment (sr_req_seg, a multiple of 4 KiB).
+ * WRITE whose length + 16 needs n > 1 packets of at most the segment + 16 goes as a FIRST of
+ * P - 16 bytes (its RETH makes up the rest), n - 2 packets of P and a LAST of the rest, every
+ * packet padded to 4 bytes alike (IBA pads only the LAST; this responder takes it). Where the
+ * length + 16 splits into n equal parts, P is that part and the LAST is P too: every datagram
+ * of the WRITE is one size, and so is every datagram of the next WRITE so cut, and a stream of
+ * them shares GSO sends across WRITEs as one-packet WRITEs do, where a FIRST (even one short
+ * by its RETH) can never follow a shorter LAST in one send. Over 8 KiB segments 16 KiB is
+ * 8184 + 8200 bytes, 32 KiB 8180 + 3 x 8196, 64 KiB 8178 + 7 x 8194 (the 16 KiB dip between
+ * two namespaces, bench/README.md). Where it does not split so, P is the part rounded up to a
+ * multiple of 4 and the LAST is shorter: all but the LAST still one datagram size, so only the
+ * LAST ends a GSO send (256 KiB: 8180 + 30 x 8196 + 8084, five sends of seven packets or less
+ * where a whole-segment FIRST, 16 bytes longer than the MIDDLEs, went with one MIDDLE and
+ * took six; 1.04x between two namespaces, bench/README.md). Never more packets than a cut at
+ * whole segments, nor more sends. No even cut for a P whose FIRST would be a whole multiple
+ * of 4 KiB (the responder reads such a FIRST as the segment itself) or at most the path MTU
+ * (no large segment then): such WRITEs keep the cut below. Returns P, or 0 for no even cut.
+ * seg: the WQE's segment (sr_req_seg, a multiple of 4 KiB).
  */
 uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg)
 {
@@ -262,9 +267,15 @@ uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32
 	    !sr_params()->seg_even)
 		return 0;
 	n = (all + seg + SR_RETH_LEN - 1) / (seg + SR_RETH_LEN);
-	if (all % n)
-		return 0;
-	p = all / n;
+	if (all % n) {
+		/* the part rounded up to 4: at most seg + 16 (a multiple of 4); the LAST keeps
+		 * at least one byte (n - 1 parts of P fall short of all while all / n > 4n) */
+		p = (all / n + 4) & ~(uint64_t)3;
+		if ((n - 1) * p >= all)
+			return 0;
+	} else {
+		p = all / n;
+	}
 	return ((p - SR_RETH_LEN) & 4095) && p - SR_RETH_LEN > qp->mtu ? (uint32_t)p : 0;
 }
 

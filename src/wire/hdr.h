@@ -86,8 +86,9 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
 #define SR_BTH_SR_PLACED SR_BTH_SR_RDSEG
 /* softrdma's own use of bit 29 (resv7) in any marked packet, the offer of the even cut: this
  * NIC's responder takes a WRITE cut into packets of one datagram size, its FIRST carrying P - 16
- * bytes (its RETH makes up the rest), every later packet P, where P is a multiple of 4 and at
- * most the segment + 16 (docs/cm.md, In-band large segments). Sent only where
+ * bytes (its RETH makes up the rest), every later packet P but the LAST, which may be shorter,
+ * every packet padded to 4 bytes alike, P at most the segment + 16 (docs/cm.md, In-band large
+ * segments). Sent only where
  * SR_BTH_SR_FSHORT is; sent as 0 otherwise (an older softrdma ignores it: the ICRC covers it, and
  * every IBA receiver ignores resv7). */
 #define SR_BTH_SR_EVEN 0x20000000u

@@ -194,9 +194,13 @@ static int64_t write_list(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b,
  *    8196), is cut evenly: every datagram one size,
  *    and four such WRITEs in one list leave as one GSO send of seven packets and one packet alone
  *    where each WRITE took a send of its own;
- *  - any other WRITE of more than two segments and at most two GSO sends once cut (14
- *    packets of 8208 bytes) has a FIRST short by its RETH, so every packet but the LAST is one
- *    datagram size (64 KiB + 4: nine packets, the last of 20 bytes).
+ *  - a WRITE whose length + 16 does not split so is cut the same with a shorter LAST, the part
+ *    rounded up to 4 (64 KiB + 4: 8180 + 6 x 8196 + 8184; 256 KiB: 8180 + 30 x 8196 + 8084,
+ *    five GSO sends where a whole-segment FIRST took six), every packet but the LAST one
+ *    datagram size;
+ *  - a WRITE whose part would make its FIRST a whole multiple of 4 KiB (16 KiB + 16), of more
+ *    than two segments and at most two GSO sends once cut (14 packets of 8208 bytes), has a
+ *    FIRST short by its RETH instead, so every packet but the LAST is one datagram size.
  * arg "nofshort": the responder says neither (seg_fshort=0, as a softrdma before both) and
  * is sent FIRST packets of a whole segment; "noeven": it takes the short FIRST but not the
  * even cut (seg_even=0, as a softrdma before it).
@@ -240,12 +244,18 @@ static int fshort(int sock, void *arg)
 		CHECK_EQ(write_len(&p, &a, &b, 8192 + 8, 23), 0);	/* 4092 + 4108: below the MTU */
 		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192 + 4, 14), CUT_EVEN);	/* 8186 + 8202 */
 		CHECK_EQ(write_len(&p, &a, &b, 65536, 15), CUT_EVEN);	/* 8178 + 7 x 8194 */
-		CHECK_EQ(write_len(&p, &a, &b, 65536 + 4, 25), CUT_FSHORT);	/* nine packets */
+		/* 8180 + 6 x 8196 + 8184: eight packets (nine with a short FIRST) */
+		CHECK_EQ(write_len(&p, &a, &b, 65536 + 4, 25), CUT_EVEN);
 		CHECK_EQ(write_len(&p, &a, &b, 3 * 8192 - 1, 26), CUT_EVEN);	/* 8181 + 2 x 8197 */
 		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192 - 16, 16), CUT_EVEN);	/* 8176 + 13 x 8192 */
-		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192, 17), 0);	/* would be fifteen */
-		CHECK_EQ(write_len(&p, &a, &b, MLEN - 8, 18), 0);
+		CHECK_EQ(write_len(&p, &a, &b, 14 * 8192, 17), CUT_EVEN);	/* 8180 + 12 x 8196 + 8156 */
+		CHECK_EQ(write_len(&p, &a, &b, MLEN - 8, 18), CUT_EVEN);	/* ... + 7692 */
 		CHECK_EQ(write_len(&p, &a, &b, 32 * 8196 - 16, 24), CUT_EVEN);	/* long, even */
+		g = vu_stat("tx_gso_sends");
+		CHECK_EQ(write_len(&p, &a, &b, 32 * 8192, 27), CUT_EVEN);	/* ... + 8084 */
+		g = vu_stat("tx_gso_sends") - g;
+		printf("all on: 256 KiB WRITE: %lld GSO sends\n", (long long)g);
+		CHECK_EQ(g, 5);	/* 7, 7, 7, 7 and 3 + the LAST */
 	} else if (noeven) {
 		CHECK_EQ(write_len(&p, &a, &b, 2 * 8192, 13), 0);
 		CHECK_EQ(write_len(&p, &a, &b, 65536, 15), CUT_FSHORT);
