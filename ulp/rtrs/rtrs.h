@@ -147,7 +147,10 @@ struct rtrs_clt *rtrs_clt_open(const char *sessname, const struct rtrs_path_addr
 			       size_t n, const struct rtrs_clt_opts *opts);
 
 /* Fails every request not yet answered with ECONNABORTED (callbacks run before it returns),
- * disconnects every path, frees the session. */
+ * disconnects every path, frees the session. As with free(): no other call on the session may
+ * run beside it or come after it (a rtrs_clt_request() or rtrs_clt_poll() still returning in
+ * another thread may touch the session after the free); the caller ends its submitters
+ * first, as the kernel's RTRS users stop their queues before rtrs_clt_close(). */
 void rtrs_clt_close(struct rtrs_clt *clt);
 
 /* What the server granted (from CON_RSP and INFO_RSP). */
