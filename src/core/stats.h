@@ -25,6 +25,7 @@
 	X(rx_thread_wakes, "times a datagram woke the progress thread (socket armed: nobody watching; a ping-pong whose applications poll should cause few)") \
 	X(thread_wakes, "times the progress thread woke, for any reason: a datagram, a kick, a timeout (the watch's looks, timers, deferred ACKs); each costs a context switch and may preempt a polling application") \
 	X(rx_linger_takes, "receives with data that the progress thread made while lingering after a stream's drain, each a wake-up saved (param rx_linger_us)") \
+	X(rx_linger_skips, "drains after which the progress thread did not linger, since the lingers just before found nothing (a back-off: 1, 3, 7, then 15 drains; param rx_linger_us)") \
 	X(tx_errors, "sendmsg failures (the packet is lost; the transport recovers)") \
 	X(tx_gso_sends, "GSO sends (a sendmsg, or one message of a sendmmsg) that carried several packets (UDP GSO, parameter gso)") \
 	X(tx_mmsg_sends, "sendmmsg calls that sent several runs (GSO sends of one packet length) at once") \
