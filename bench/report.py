@@ -19,6 +19,8 @@ TOOLS = {
     "softrdma-busy": "softrdma busy-poll",
     "softrdma-read": "softrdma (perftest ib_read_bw)",
     "softrdma-send": "softrdma (perftest ib_send_bw)",
+    "softrdma-q4": "softrdma, 4 QPs (ib_write_bw -q 4)",
+    "softrdma-2p": "softrdma, two pairs of processes at once",
     "ucx-tcp": "UCX tcp",
     "ucx-cma": "UCX cma",
     "ucx-posix": "UCX posix",
@@ -186,6 +188,13 @@ def main():
                  get(scen, "softrdma-read", "bw", MB), get(scen, "softrdma", "bw", MB), ">=", 0.8),
                 ("1 MiB SEND BW (ib_send_bw) vs 1 MiB WRITE BW, " + sc,
                  get(scen, "softrdma-send", "bw", MB), get(scen, "softrdma", "bw", MB), ">=", 0.8),
+                # Several QPs together reach at least what one does (udp-speed).
+                ("64 KiB WRITE BW, 4 QPs (ib_write_bw -q 4) vs 1 QP, " + sc,
+                 get(scen, "softrdma-q4", "bw", 64 << 10), get(scen, "softrdma", "bw", 64 << 10),
+                 ">=", 1.0),
+                ("64 KiB WRITE BW, two pairs of processes at once, each its own QP (sum) vs one "
+                 "pair, " + sc, get(scen, "softrdma-2p", "bw", 64 << 10),
+                 get(scen, "softrdma", "bw", 64 << 10), ">=", 1.0),
             ]
         targets += [
             ("8 B WRITE latency, busy-poll (median) vs spinning UDP ping-pong (median), " + sc,
