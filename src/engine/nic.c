@@ -280,11 +280,24 @@ static int nic_choose_addr(struct sr_nic *nic)
  * waits in ib_write_lat between the namespaces. Then a QP whose lock is taken is left for the
  * thread's next look: it asks for one within SR_TIMER_BUSY_RETRY_NS, which the pass's
  * millisecond granularity rounds to 1 ms (a watching thread looks every rx_watch_us anyway).
- * It is waited for only when it has been taken at every look for SR_TIMER_BUSY_MAX_NS (its
- * timers are due in hundreds of microseconds at the earliest).
+ * A lock is waited for only when it has been taken at every look for SR_TIMER_BUSY_MAX_NS
+ * (this QP's lock here; the receive lock in nic_thread, whose holder the timers wait for as
+ * well). That was 1 ms, two looks in a row, and in a stream it was not enough: the sender's
+ * application holds the receive lock and its QP's while it takes ACKs and sends what they
+ * open (most of its time in a 64 KiB ib_write_bw between the namespaces), so two looks often
+ * both found one taken, and the thread waited ~870 times a second for the QP's alone, each
+ * wait a futex wake-up the application paid on unlock (6 % of its samples in the wake-up).
+ * A lock taken at every look for long is held by an application working on it: taking ACKs
+ * keeps the QP's timers from coming due (each counts from the last progress), and a QP
+ * waiting for a lost packet leaves its lock free while its application polls; a preempted
+ * holder of the receive lock receives nothing either way until it runs, and the thread
+ * waits for it after the bound. So 20 ms: a timer is late by that much at most where every
+ * look found its lock taken, and a stream no longer waits (ib_write_bw between the
+ * namespaces, paired: 64 KiB 1.10x, 8 of 8 pairs faster; 1 MiB 1.11x, 7 of 8; 16 KiB 1.03x;
+ * ib_write_lat unchanged; bench/README.md).
  */
 #define SR_TIMER_BUSY_RETRY_NS 50000ull
-#define SR_TIMER_BUSY_MAX_NS 1000000ull
+#define SR_TIMER_BUSY_MAX_NS 20000000ull
 
 /* Runs every armed timer; returns the time to wait in ms (-1: nothing armed). `gentle`: an
  * application polls, and a QP whose lock it holds is left for a later look (above).
