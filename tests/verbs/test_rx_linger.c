@@ -24,7 +24,6 @@
  *    linger. For DENSE_S seconds at most; every byte lands.
  */
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sr_test.h"
@@ -55,25 +54,20 @@ static void peer_write(bool ackreq)
 /* The last n WRITEs' bytes are all in place within 5 s (the progress thread places them). */
 static bool landed(uint32_t n)
 {
-	struct timespec end;
+	uint64_t end = vu_now_ms() + 5000;
 
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += 5;
 	for (;;) {
 		uint32_t bad = 0;
-		struct timespec now;
 
 		for (uint32_t psn = rpsn - n; psn != rpsn; psn++)
 			bad += tgt.p[psn % 4096] != (uint8_t)psn;
 		if (!bad)
 			return true;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > end.tv_sec ||
-		    (now.tv_sec == end.tv_sec && now.tv_nsec > end.tv_nsec)) {
+		if (vu_now_ms() > end) {
 			SR_FAIL("%u of the last %u bytes written did not land within 5 s", bad, n);
 			return false;
 		}
-		usleep(1000);
+		vu_sleep_ms(1);
 	}
 }
 
@@ -82,7 +76,7 @@ int main(void)
 	struct vu_conn_cfg c;
 	struct ibv_cq *cq;
 	int64_t skips0, skips, takes0, takes = 0;
-	struct timespec t0, t;
+	uint64_t dense_end;
 	int bursts;
 
 	sr_test_timeout(120);
@@ -111,15 +105,14 @@ int main(void)
 
 	/* 2. Dense. */
 	takes0 = vu_stat("rx_linger_takes");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dense_end = vu_now_ms() + DENSE_S * 1000;
 	for (bursts = 1;; bursts++) {
 		for (int i = 0; i < BURST; i++)
 			peer_write(i == BURST - 1);
 		CHECK(landed(BURST));
 		rp_drain(&rp);
 		takes = vu_stat("rx_linger_takes") - takes0;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (takes > 0 || t.tv_sec - t0.tv_sec >= DENSE_S)
+		if (takes > 0 || vu_now_ms() >= dense_end)
 			break;
 	}
 	printf("dense: a linger took packets again after %d burst(s) of %d (%lld receives)\n",
