@@ -134,6 +134,14 @@ sr_expect_ge() {
 		sr_fail "$1: wanted >= $2, saw '$3'"
 	fi
 }
+# sr_expect_range WHAT MIN MAX GOT (integers)
+sr_expect_range() {
+	if [ "$4" -ge "$2" ] 2>/dev/null && [ "$4" -le "$3" ]; then
+		sr_ok "$1: $4 (in $2..$3)"
+	else
+		sr_fail "$1: wanted $2..$3, saw '$4'"
+	fi
+}
 # sr_expect_grep WHAT ERE FILE: some line of FILE matches ERE.
 sr_expect_grep() {
 	local line
