@@ -119,8 +119,9 @@ pp() {
 	return $rc
 }
 
-# retrans2 NAME: request packets both sides sent again. Loopback loses nothing, so every
-# resend shows up in both captures (the sender's as sent, the receiver's as received).
+# retrans2 NAME: request packets both sides sent again. Loopback loses nothing, so a resend
+# shows up in both captures (the sender's as sent, the receiver's as received) unless it
+# arrived after the receiver had closed its socket.
 retrans2() { sr_stat2 "$1" retransmits; }
 
 # acks_bounds NAME SIDE: with retransmissions, stale responses are dropped and counted in
