@@ -225,8 +225,17 @@ def main():
         if r is None:
             verdict = "not measured"
         else:
-            met = {">=": r >= goal, "<=": r <= goal, "<": r < goal}[op]
-            verdict = "**met**" if met else "**not met**"
+            cmp = {">=": lambda x: x >= goal, "<=": lambda x: x <= goal, "<": lambda x: x < goal}[op]
+            verdict = "**met**" if cmp(r) else "**not met**"
+            # Not met by the medians, but the spreads reach the goal: the pairing of the
+            # repetitions most in softrdma's favour (its best against the anchor's worst) meets
+            # it. Such a miss is not told apart from the goal by this run (a plateau of sizes,
+            # two figures that should be equal); bench/README.md, "Reading the figures".
+            if not cmp(r) and len(a.values) > 1 and len(b.values) > 1:
+                best = (a.values[-1] / b.values[0] if op == ">=" else
+                        a.values[0] / b.values[-1] if b.values[-1] else None)
+                if best is not None and cmp(best):
+                    verdict += " (inside the spread: %.2fx at best)" % best
         w("| %s | %s | %s | %s | %s %.1fx | %s |" % (
             name, a.cell() if a else "-", b.cell() if b else "-", rstr(r), op, goal, verdict))
 
