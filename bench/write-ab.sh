@@ -20,7 +20,8 @@
 # namespace (127.0.0.1, MTU 65536, the same-host direct path as the defaults have it) instead
 # of across the veth pair. -o FILE: every run as a TSV line (pair, size, side, MiB/s, load).
 # Root (namespaces). A run with no figure is printed as NA. Leaves nothing behind: the scratch
-# directory, the namespaces and the cgroup go at exit.
+# directory, the namespaces and the cgroup go at exit; only a run with no figure or under 100
+# MiB/s leaves both sides' output and counters in a directory it names on stderr.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -74,17 +75,29 @@ one() {
 	read -r -a env <<<"${ENVS[$side]}"
 	[ ${#PIN[@]} = 2 ] && ts=(taskset -c "${PIN[0]}") tc=(taskset -c "${PIN[1]}")
 	p=$(sr_free_port "$SR_NSA") || return 1
-	timeout -k 5 $((SECS + 30)) ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$devs" "${env[@]}" \
+	rm -f "$log".*
+	timeout -k 5 $((SECS + 30)) ip netns exec "$SR_NSA" env SOFTRDMA_NETDEV="$devs" \
+		SOFTRDMA_STATS_DUMP="$log.srv.stats" "${env[@]}" \
 		"${CHRT[@]}" "${ts[@]}" "$b/bin/softrdma" run -- "ib_${OP}_bw" "${PT[@]}" -p "$p" -s "$size" \
 		>"$log.srv" 2>&1 </dev/null &
 	spid=$!
 	SR_BG+=("$spid")
 	sr_wait_listen "$p" "$spid" "$SR_NSA" 20 >/dev/null
-	timeout -k 5 $((SECS + 30)) ip netns exec "$nsc" env SOFTRDMA_NETDEV="$devc" "${env[@]}" \
+	timeout -k 5 $((SECS + 30)) ip netns exec "$nsc" env SOFTRDMA_NETDEV="$devc" \
+		SOFTRDMA_STATS_DUMP="$log.cli.stats" "${env[@]}" \
 		"${CHRT[@]}" "${tc[@]}" "$b/bin/softrdma" run -- "ib_${OP}_bw" "${PT[@]}" -p "$p" -s "$size" \
 		"$dst" >"$log.cli" 2>&1 </dev/null
 	wait "$spid" 2>/dev/null
-	awk -v s="$size" '$1 == s && NF >= 5 { v = $4 } END { print (v == "" ? "NA" : v) }' "$log.cli"
+	local v
+	v=$(awk -v s="$size" '$1 == s && NF >= 5 { v = $4 } END { print (v == "" ? "NA" : v) }' "$log.cli")
+	# A run with no figure or under 100 MiB/s (a stall; once 0.00 MiB/s at 1 MiB, 2026-11-29):
+	# both sides' output and counters are kept for a look, outside the scratch directory.
+	if [ "$v" = NA ] || awk -v v="$v" 'BEGIN { exit !(v < 100) }'; then
+		local keep
+		keep=$(mktemp -d "${TMPDIR:-/tmp}/write-ab-low.XXXXXX") && cp "$log".* "$keep"/ &&
+			echo "write-ab: side $side, $size B: $v MiB/s; logs and counters kept in $keep" >&2
+	fi
+	echo "$v"
 }
 
 declare -A R	# R[size,side] = the figures, one a line
