@@ -184,8 +184,8 @@ def main():
                      get(scen, "softrdma", "bw", size), get(scen, "ucx-tcp", "bw", size),
                      ">=", 1.5),
                 ]
-            one_qp = ((get(scen, "softrdma-1q", "bw", 64 << 10), " (run right before)")
-                      if get(scen, "softrdma-1q", "bw", 64 << 10)
+            q1 = get(scen, "softrdma-1q", "bw", 64 << 10)
+            one_qp = ((q1, " (run right before)") if q1
                       else (get(scen, "softrdma", "bw", 64 << 10), ""))
             targets += [
                 ("1 MiB READ BW (ib_read_bw) vs 1 MiB WRITE BW, " + sc,
@@ -238,8 +238,9 @@ def main():
             # it. Such a miss is not told apart from the goal by this run (a plateau of sizes,
             # two figures that should be equal); bench/README.md, "Reading the figures".
             if not cmp(r) and len(a.values) > 1 and len(b.values) > 1:
-                best = (a.values[-1] / b.values[0] if op == ">=" else
-                        a.values[0] / b.values[-1] if b.values[-1] else None)
+                # (a repetition that read 0, a stall, gives no best pairing: no division by it)
+                den = b.values[0] if op == ">=" else b.values[-1]
+                best = (a.values[-1] if op == ">=" else a.values[0]) / den if den else None
                 if best is not None and cmp(best):
                     verdict += " (inside the spread: %.2fx at best)" % best
         w("| %s | %s | %s | %s | %s %.1fx | %s |" % (
