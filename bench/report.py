@@ -150,6 +150,14 @@ def main():
       " fi_pingpong print it). netns: veth MTU %s, softrdma bound to the veth"
       " (SOFTRDMA_NETDEV). Busy-poll mode: SOFTRDMA_BUSY_POLL_US=%s." %
       (meta.get("veth_mtu", "?"), meta.get("busy_poll_us", "?")))
+    if meta.get("softrdma_env"):
+        w("")
+        w("softrdma's own settings for this run (every softrdma process had them): `%s`."
+          % meta["softrdma_env"])
+        if "SOFTRDMA_CRC_ENGINE=" in meta["softrdma_env"]:
+            w("The ICRC's CRC engine is capped (`--crc-engine`): these figures stand for a CPU"
+              " whose best engine is that one (same results, different speed), measured on the"
+              " CPU named above.")
     if meta.get("fails", "0") != "0":
         w("")
         w("%s single run(s) failed (shown per cell); see the printed log of the run." %

@@ -22,6 +22,7 @@
 	X(pcap, STR, "", "write every packet sent and received, with IP/UDP headers, to this pcap file (%p: pid)") \
 	X(pin, BOOL, 0, "lock registered memory (mlock); then RLIMIT_MEMLOCK applies and reg_mr may fail with ENOMEM") \
 	X(icrc_check, BOOL, 1, "verify the ICRC of received packets (drop and count on mismatch)") \
+	X(crc_engine, STR, "", "cap the CRC engine of the ICRC at: tables (slicing-by-8), pclmul (PCLMULQDQ, 16-byte lanes), vpclmul256 (VPCLMULQDQ with AVX2) or vpclmul512 (with AVX-512); never above what the CPU has; empty: the best the CPU has. Results are identical; it makes one CPU measure the speed of an older one (bench/run --crc-engine)") \
 	X(icrc_id_strict, BOOL, 1, "a packet from a softrdma sender may have its IPv4 ID recovered from the ICRC only to the IDs such a sender uses (0..63, DF); 0: any ID, for a path that rewrites IP IDs (counter rx_id_refused says when that happens)") \
 	X(log, STR, "warn", "log level: error, warn, info, debug") \
 	X(direct, BOOL, 1, "between two softrdma processes of one host and network namespace, an RC RDMA WRITE or READ moves its payload with one process_vm_writev/readv after checking the target's key table (exported in stats_dir), no packet; 0: always UDP. Off while fault injection or a pcap is on") \

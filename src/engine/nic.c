@@ -50,6 +50,7 @@
 #include "net/net.h"
 #include "transport/transport.h"
 #include "wire/hdr.h"
+#include "wire/icrc.h"
 
 static struct sr_device *devices[SR_MAX_DEVICES];
 static int ndevices;
@@ -85,11 +86,34 @@ static struct sr_device *device_new(const char *netdev)
 static void nic_atfork_child(void);
 static void view_refresh(struct sr_device *d, const struct sr_nic *nic);
 
+/* Param crc_engine: set once, before any device (and so any thread that sends) exists. */
+static void crc_engine_apply(void)
+{
+	const char *want = sr_params()->crc_engine;
+	int e;
+
+	if (!want || !*want)
+		return;
+	e = sr_crc32_engine_parse(want);
+	if (e < 0) {
+		sr_warn("SOFTRDMA_CRC_ENGINE=\"%s\" is not an engine (tables, pclmul, vpclmul256, "
+			"vpclmul512); using the best the CPU has, %s", want,
+			sr_crc32_engine_name(sr_crc32_engine(-1)));
+		return;
+	}
+	if (sr_crc32_engine(e) != e)
+		sr_info("crc_engine %s: this CPU has at most %s", want,
+			sr_crc32_engine_name(sr_crc32_engine(-1)));
+	else
+		sr_info("crc_engine capped at %s", want);
+}
+
 static void devices_build(void)
 {
 	const char *list = sr_params()->netdev;
 
 	pthread_atfork(NULL, NULL, nic_atfork_child);
+	crc_engine_apply();
 	if (!list || !*list) {
 		devices[0] = device_new(NULL);
 		ndevices = 1;

@@ -579,6 +579,21 @@ int sr_crc32_engine(int limit)
 	return crc_use;
 }
 
+static const char *const crc_engine_names[] = { "tables", "pclmul", "vpclmul256", "vpclmul512" };
+
+const char *sr_crc32_engine_name(int engine)
+{
+	return engine >= 0 && engine <= CRC_VPCLMUL512 ? crc_engine_names[engine] : "?";
+}
+
+int sr_crc32_engine_parse(const char *name)
+{
+	for (int e = 0; e <= CRC_VPCLMUL512; e++)
+		if (!strcmp(name, crc_engine_names[e]))
+			return e;
+	return -1;
+}
+
 uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc_once, crc_init);

@@ -54,6 +54,10 @@ bool sr_crc32_have_pclmul(void);
  * caps it at the best the CPU has (tests run each one; not thread-safe); returns the engine
  * now in use. */
 int sr_crc32_engine(int limit);
+/* The engines' names (tables, pclmul, vpclmul256, vpclmul512: param crc_engine), and back
+ * (-1: no such engine). */
+const char *sr_crc32_engine_name(int engine);
+int sr_crc32_engine_parse(const char *name);
 /*
  * GF(2) helpers in the reflected convention of the CRC (bit 31 = coefficient of x^0):
  * x^n mod P; a * b mod P; and the raw CRC state after `nbytes` more zero bytes.

@@ -59,6 +59,17 @@ run rc_s4096     4096    1000 "$RC_OK" ibv_rc_pingpong -g 0 -s 4096 -n 1000 -c
 run rc_s65536    65536   1000 "$RC_OK" ibv_rc_pingpong -g 0 -s 65536 -c
 run rc_s1m       1048576 200  "$RC_OK" ibv_rc_pingpong -g 0 -s 1048576 -n 200 -c
 run rc_m4096     65536   500  "$RC_OK" ibv_rc_pingpong -g 0 -m 4096 -s 65536 -n 500 -c
+# The ICRC's CRC engines agree on the wire (param crc_engine caps one side's): the server's at
+# the slicing-by-8 tables, the client's at VPCLMULQDQ with AVX2 (or the best below it the CPU
+# has). A packet whose ICRC one engine got wrong is dropped and counted (drop_icrc): the run
+# stalls or sr_check_stats fails.
+SR_SRV_ENV=(SOFTRDMA_CRC_ENGINE=tables) SR_CLI_ENV=(SOFTRDMA_CRC_ENGINE=vpclmul256)
+run rc_crc_engines 65536 300  "$RC_OK" ibv_rc_pingpong -g 0 -m 4096 -s 65536 -n 300 -c
+SR_SRV_ENV=() SR_CLI_ENV=()
+out=$SR_TMP/crc_bogus.out
+SOFTRDMA_CRC_ENGINE=bogus timeout -k 5 30 "$SR" run -- ibv_devices >"$out" 2>&1
+sr_expect_grep "crc_engine=bogus: refused with a warning, the best engine used" \
+	'SOFTRDMA_CRC_ENGINE="bogus" is not an engine' "$out"
 run rc_n5000     64      5000 "$RC_OK" ibv_rc_pingpong -g 0 -s 64 -n 5000
 # Completion channel (sleep on CQ events) and the new post-send API (ibv_wr_*).
 run rc_events    4096    1000 "$RC_OK" ibv_rc_pingpong -g 0 -e
