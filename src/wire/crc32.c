@@ -4,7 +4,8 @@
  * so the ICRC code can seed it and complement it as annex A17.3.3 says.
  *
  * Engines giving identical results, the best one the CPU has chosen at run time:
- *  - slicing-by-8 tables (portable, ~8 bytes per round of 8 lookups);
+ *  - slicing-by-8 tables (portable, ~8 bytes per round of 8 lookups), on four lanes from 512
+ *    bytes (crc_tables);
  *  - carry-less multiplication folding (x86 PCLMULQDQ) for buffers of 64 bytes and more (four
  *    16-byte lanes, eight from 256 bytes);
  *  - the same folding on 32-byte lanes (VPCLMULQDQ with AVX2) or 64-byte lanes (with AVX-512)
@@ -101,6 +102,8 @@ static uint64_t k_fold128[2];
 static void pclmul_init(void);
 #endif
 
+static void crc_shift_init(void);
+
 static void crc_init(void)
 {
 	x2n_init();
@@ -115,6 +118,7 @@ static void crc_init(void)
 	for (int t = 1; t < 8; t++)
 		for (unsigned n = 0; n < 256; n++)
 			crc_tab[t][n] = (crc_tab[t - 1][n] >> 8) ^ crc_tab[0][crc_tab[t - 1][n] & 0xff];
+	crc_shift_init();
 #ifdef SR_CRC_X86
 	pclmul_init();
 #endif
@@ -135,25 +139,70 @@ static uint32_t crc_bytes(uint32_t crc, const uint8_t *p, size_t len)
 	return crc;
 }
 
+static inline uint32_t slice8_step(uint32_t crc, const uint8_t *p)
+{
+	uint32_t lo = ld_le32(p) ^ crc, hi = ld_le32(p + 4);
+
+	return crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+	       crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^
+	       crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
+	       crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+}
+
 static uint32_t crc_slice8(uint32_t crc, const uint8_t *p, size_t len)
 {
-	while (len >= 8) {
-		uint32_t lo = ld_le32(p) ^ crc, hi = ld_le32(p + 4);
-
-		crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
-		      crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^
-		      crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
-		      crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
-		p += 8;
-		len -= 8;
-	}
+	for (; len >= 8; p += 8, len -= 8)
+		crc = slice8_step(crc, p);
 	return crc_bytes(crc, p, len);
+}
+
+/*
+ * Slicing-by-8 on four lanes: a block of 4 x SR_LANE bytes is four runs, each with its own
+ * CRC (the first seeded with the CRC so far, the others with 0), computed in one loop. One
+ * chain of slicing-by-8 waits on its table loads (~0.6 bytes a cycle, 2 GB/s on the Zen 5);
+ * four independent chains keep the load ports busy. The runs join by linearity: the CRC of
+ * A then B is CRC_A moved over B's length (a multiplication by x^(8 SR_LANE) mod P, four
+ * lookups in crc_shift, one table per byte of the state) XORed with CRC_B from 0.
+ */
+#define SR_LANE 128
+static uint32_t crc_shift[4][256];	/* crc_shift[k][n]: (n << 8k) moved over SR_LANE bytes */
+
+static void crc_shift_init(void)
+{
+	uint32_t x = xpow(8 * SR_LANE);
+
+	for (int k = 0; k < 4; k++)
+		for (unsigned n = 0; n < 256; n++)
+			crc_shift[k][n] = gf2_mulmod(x, (uint32_t)n << (8 * k));
+}
+
+static inline uint32_t crc_over_lane(uint32_t c)
+{
+	return crc_shift[0][c & 0xff] ^ crc_shift[1][(c >> 8) & 0xff] ^
+	       crc_shift[2][(c >> 16) & 0xff] ^ crc_shift[3][c >> 24];
+}
+
+
+static uint32_t crc_tables(uint32_t crc, const uint8_t *p, size_t len)
+{
+	for (; len >= 4 * SR_LANE; p += 4 * SR_LANE, len -= 4 * SR_LANE) {
+		uint32_t c0 = crc, c1 = 0, c2 = 0, c3 = 0;
+
+		for (size_t i = 0; i < SR_LANE; i += 8) {
+			c0 = slice8_step(c0, p + i);
+			c1 = slice8_step(c1, p + SR_LANE + i);
+			c2 = slice8_step(c2, p + 2 * SR_LANE + i);
+			c3 = slice8_step(c3, p + 3 * SR_LANE + i);
+		}
+		crc = crc_over_lane(crc_over_lane(crc_over_lane(c0) ^ c1) ^ c2) ^ c3;
+	}
+	return crc_slice8(crc, p, len);
 }
 
 uint32_t sr_crc32_raw_sw(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc_once, crc_init);
-	return crc_slice8(crc, buf, len);
+	return crc_tables(crc, buf, len);
 }
 
 /* ---- PCLMULQDQ folding ------------------------------------------------------------------ */
@@ -601,7 +650,7 @@ uint32_t sr_crc32_raw_pclmul(uint32_t crc, const void *buf, size_t len)
 	if (crc_use >= CRC_PCLMUL)
 		return crc_pclmul(crc, buf, len);
 #endif
-	return crc_slice8(crc, buf, len);
+	return crc_tables(crc, buf, len);
 }
 
 uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, size_t len)
@@ -611,7 +660,7 @@ uint32_t sr_crc32_raw_head64(uint32_t crc, const void *head, const void *buf, si
 	if (crc_use >= CRC_PCLMUL)
 		return crc_fold(crc, head, buf, len);
 #endif
-	return crc_slice8(crc_slice8(crc, head, 64), buf, len);
+	return crc_tables(crc_slice8(crc, head, 64), buf, len);
 }
 
 uint32_t sr_crc32_raw_head64_copy(uint32_t crc, const void *head, void *dst, const void *buf,
@@ -623,7 +672,7 @@ uint32_t sr_crc32_raw_head64_copy(uint32_t crc, const void *head, void *dst, con
 		return crc_fold_copy(crc, head, buf, len, dst);
 #endif
 	memcpy(dst, buf, len);
-	return crc_slice8(crc_slice8(crc, head, 64), dst, len);
+	return crc_tables(crc_slice8(crc, head, 64), dst, len);
 }
 
 uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)
@@ -633,5 +682,5 @@ uint32_t sr_crc32_raw(uint32_t crc, const void *buf, size_t len)
 	if (crc_use >= CRC_PCLMUL && len >= 64)
 		return crc_pclmul(crc, buf, len);
 #endif
-	return crc_slice8(crc, buf, len);
+	return crc_tables(crc, buf, len);
 }
