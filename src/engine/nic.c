@@ -86,7 +86,9 @@ static struct sr_device *device_new(const char *netdev)
 static void nic_atfork_child(void);
 static void view_refresh(struct sr_device *d, const struct sr_nic *nic);
 
-/* Param crc_engine: set once, before any device (and so any thread that sends) exists. */
+/* Param crc_engine: set once, before any device (and so any thread that sends) exists. The
+ * engines' results are identical, so a thread that still saw the best one computes the same
+ * CRCs. */
 static void crc_engine_apply(void)
 {
 	const char *want = sr_params()->crc_engine;

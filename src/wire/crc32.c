@@ -182,7 +182,6 @@ static inline uint32_t crc_over_lane(uint32_t c)
 	       crc_shift[2][(c >> 16) & 0xff] ^ crc_shift[3][c >> 24];
 }
 
-
 static uint32_t crc_tables(uint32_t crc, const uint8_t *p, size_t len)
 {
 	for (; len >= 4 * SR_LANE; p += 4 * SR_LANE, len -= 4 * SR_LANE) {
