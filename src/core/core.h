@@ -792,6 +792,7 @@ struct sr_qp {
 					 * differed from them (0: none) */
 	bool peer_fshort;		/* ... and SR_BTH_SR_FSHORT: a WRITE's FIRST may be short */
 	bool peer_even;			/* ... and SR_BTH_SR_EVEN: a WRITE may be cut evenly */
+	bool peer_even_mtu;		/* ... and SR_BTH_SR_EVENMTU: evenly at the path MTU too */
 	bool peer_ride;			/* ... and its responses offer SR_BTH_SR_ACKRIDE: it takes an
 					 * ACK riding in a request */
 	uint64_t timeout_ns;		/* local ACK timeout (0: infinite) */
@@ -829,6 +830,7 @@ static inline void sr_qp_peer_forget(struct sr_qp *qp)
 	qp->peer_odd = 0;
 	qp->peer_fshort = false;
 	qp->peer_even = false;
+	qp->peer_even_mtu = false;
 	qp->peer_ride = false;
 }
 static inline uint32_t sr_qpn(const struct sr_qp *qp) { return qp->qpx.qp_base.qp_num; }

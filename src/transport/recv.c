@@ -160,6 +160,7 @@ void sr_rcv(struct sr_nic *nic, struct sr_pkt *pkt, const struct sr_addr *src)
 		hear_offer(nic, qp, sr_pkt_bth(pkt));
 		qp->peer_fshort = sr_bth_sr_fshort(sr_pkt_bth(pkt));
 		qp->peer_even = sr_bth_sr_even(sr_pkt_bth(pkt));
+		qp->peer_even_mtu = sr_bth_sr_evenmtu(sr_pkt_bth(pkt));
 		if (!(pkt->mask & SR_M_REQ)) {
 			qp->peer_ride = sr_bth_sr_ackride(sr_pkt_bth(pkt));	/* the offer */
 			sr_comp_rcv(qp, pkt);

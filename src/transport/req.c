@@ -253,18 +253,30 @@ static bool write_first_short(const struct sr_qp *qp, const struct sr_swqe *w)
  * where a whole-segment FIRST, 16 bytes longer than the MIDDLEs, went with one MIDDLE and
  * took six; 1.04x between two namespaces, bench/README.md). Never more packets than a cut at
  * whole segments, nor more sends. No even cut for a P whose FIRST would be a whole multiple
- * of 4 KiB (the responder reads such a FIRST as the segment itself) or at most the path MTU
- * (no large segment then): such WRITEs keep the cut below. Returns P, or 0 for no even cut.
- * seg: the WQE's segment (sr_req_seg, a multiple of 4 KiB).
+ * of 4 KiB (the responder reads such a FIRST as the segment itself) or at most the path MTU:
+ * such WRITEs keep the cut below.
+ *
+ * Where no large segment is in use (seg is the path MTU: a network of MTU 1500, where it is
+ * 1024), the same cut goes toward a responder that offers it at the path MTU
+ * (SR_BTH_SR_EVENMTU), P at most the path MTU + 16: 4 KiB over 1024 is 1012 + 3 x 1028, where
+ * IBA's cut, a FIRST 16 bytes longer than the rest, took two GSO sends per WRITE and no two
+ * WRITEs ever shared one (4 KiB streamed at 0.54x the rate of 1 KiB, bench/README.md). No
+ * datagram is longer than IBA's longest (a FIRST of the path MTU with its RETH), and none for
+ * a P whose FIRST would carry exactly the path MTU (the responder reads that as IBA's cut).
+ * Returns P, or 0 for no even cut. seg: the WQE's segment (sr_req_seg: the path MTU or a
+ * multiple of 4 KiB).
  */
 uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg)
 {
 	uint64_t all = (uint64_t)w->length + SR_RETH_LEN;
+	bool at_mtu = seg == qp->mtu;
 	uint64_t n, p;
 
 	if ((w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
-	    !qp->peer_even || !qp->peer_fshort || seg <= qp->mtu || w->length <= seg ||
-	    !sr_params()->seg_even)
+	    w->length <= seg)
+		return 0;
+	if (at_mtu ? !qp->peer_even_mtu || qp->seg || !sr_params()->seg_even_mtu
+		   : !qp->peer_even || !qp->peer_fshort || seg < qp->mtu || !sr_params()->seg_even)
 		return 0;
 	n = (all + seg + SR_RETH_LEN - 1) / (seg + SR_RETH_LEN);
 	if (all % n) {
@@ -276,6 +288,8 @@ uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32
 	} else {
 		p = all / n;
 	}
+	if (at_mtu)
+		return p - SR_RETH_LEN != qp->mtu ? (uint32_t)p : 0;
 	return ((p - SR_RETH_LEN) & 4095) && p - SR_RETH_LEN > qp->mtu ? (uint32_t)p : 0;
 }
 

@@ -499,6 +499,9 @@ static int scatter(struct sr_qp *qp, uint32_t off, const void *data, uint32_t le
  * a multiple of 4 KiB); a FIRST whose payload is a multiple of 4 KiB is always the segment
  * itself. The packets before the LAST then carry a pad as well (IBA pads only the last): the
  * parser takes every payload as what precedes the pad (wire/pkt.c), so nothing else changes.
+ * Where this NIC offers the even cut at the path MTU (SR_BTH_SR_EVENMTU), a WRITE's FIRST
+ * shorter than the path MTU sets the segment to its payload + 16: more than half the path MTU
+ * + 16 (the fewest packets of at most that size, req.c sr_req_even_seg), and under it + 16.
  */
 static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 {
@@ -532,6 +535,14 @@ static bool mtu_ok(struct sr_qp *qp, struct sr_pkt *pkt)
 			qp->resp.seg = seg;
 			if (!(pkt->mask & SR_M_END))
 				return true;
+		} else if (pkt->paylen < qp->mtu && !(pkt->mask & SR_M_END)) {
+			uint32_t p = pkt->paylen + SR_RETH_LEN;
+
+			if (!(pkt->mask & SR_M_RETH) || !sr_qp_even_mtu_offer(qp) ||
+			    2 * p <= qp->mtu + SR_RETH_LEN)
+				return false;
+			qp->resp.seg = p;
+			return true;
 		}
 	}
 	if (pkt->mask & SR_M_END)

@@ -42,10 +42,20 @@ static inline bool sr_qp_even_offer(const struct sr_qp *qp)
 	return sr_qp_fshort_offer(qp) && sr_params()->seg_even;
 }
 
-/* Writes this responder's WRITE-cut offers (SR_BTH_SR_FSHORT, SR_BTH_SR_EVEN) into the BTH of
- * a packet the QP sends, request or response. */
+/* ... and SR_BTH_SR_EVENMTU (it takes the even cut at the path MTU where no large segment is in
+ * use: docs/cm.md)? Toward any marked peer of an RC/UC QP whose segment rdma_cm did not set. */
+static inline bool sr_qp_even_mtu_offer(const struct sr_qp *qp)
+{
+	return qp->peer_sr && (qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC) && !qp->seg &&
+	       sr_params()->seg_even_mtu;
+}
+
+/* Writes this responder's WRITE-cut offers (SR_BTH_SR_FSHORT, SR_BTH_SR_EVEN,
+ * SR_BTH_SR_EVENMTU) into the BTH of a packet the QP sends, request or response. */
 static inline void sr_qp_cut_offers(const struct sr_qp *qp, uint8_t *hdr)
 {
+	if (sr_qp_even_mtu_offer(qp))
+		sr_bth_set_sr_evenmtu((struct sr_bth *)hdr);
 	if (!sr_qp_fshort_offer(qp))
 		return;
 	hdr[4] |= SR_BTH_SR_FSHORT;

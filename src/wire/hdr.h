@@ -92,7 +92,15 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
  * SR_BTH_SR_FSHORT is; sent as 0 otherwise (an older softrdma ignores it: the ICRC covers it, and
  * every IBA receiver ignores resv7). */
 #define SR_BTH_SR_EVEN 0x20000000u
-/* Bit 28 of resv7 (bit 29 is SR_BTH_SR_EVEN's; bits 27-24 stay reserved, sent as 0),
+/* softrdma's own use of bit 27 (resv7) in any marked packet, the offer of the even cut at the
+ * path MTU: this NIC's responder takes, where no large segment is in use, a WRITE cut as above
+ * with P at most the path MTU + 16 (a FIRST of fewer bytes than the path MTU sets P to its
+ * payload + 16; a FIRST of exactly the path MTU is IBA's cut). Sent independently of the other
+ * offers, toward a marked peer of an RC or UC QP (docs/cm.md, "The even cut at the path MTU");
+ * sent as 0 otherwise (an older softrdma ignores it, so it is never sent such a cut). */
+#define SR_BTH_SR_EVENMTU 0x08000000u
+/* Bit 28 of resv7 (bit 29 is SR_BTH_SR_EVEN's, bit 27 SR_BTH_SR_EVENMTU's; bits 26-24 stay
+ * reserved, sent as 0),
  * meaningful only in a marked packet (docs/cm.md, "An ACK that rides in a request"):
  * - in an RC request whose one packet is the whole message (an ONLY, READ request, atomic,
  *   FLUSH, ATOMIC WRITE): the packet carries an ACK of the sender's responder, an 8-byte
@@ -103,7 +111,8 @@ _Static_assert(sizeof(struct sr_bth) == SR_BTH_LEN, "BTH is 12 bytes");
  * Sent as 0 otherwise and toward other stacks; the ICRC covers it. */
 #define SR_BTH_SR_ACKRIDE 0x10000000u
 /* The bits the PSN setters keep. */
-#define SR_BTH_SR_KEEP (SR_BTH_ACKREQ | SR_BTH_SR_RDSEG | SR_BTH_SR_EVEN | SR_BTH_SR_ACKRIDE)
+#define SR_BTH_SR_KEEP                                                                     \
+	(SR_BTH_ACKREQ | SR_BTH_SR_RDSEG | SR_BTH_SR_EVEN | SR_BTH_SR_EVENMTU | SR_BTH_SR_ACKRIDE)
 #define SR_BTH_PSN_MASK 0x00ffffffu
 #define SR_DEFAULT_PKEY 0xffff
 #define SR_QPN_MULTICAST 0xffffff
@@ -145,6 +154,12 @@ static inline bool sr_bth_sr_even(const struct sr_bth *b)
 	return sr_bth_sr_marked(b) && (sr_ld_be32(b->apsn) & SR_BTH_SR_EVEN);
 }
 
+/* ... and the even cut at the path MTU (a marked packet's resv7 bit 27). */
+static inline bool sr_bth_sr_evenmtu(const struct sr_bth *b)
+{
+	return sr_bth_sr_marked(b) && (sr_ld_be32(b->apsn) & SR_BTH_SR_EVENMTU);
+}
+
 /* Writes a whole BTH. Reserved bits are written as zero (IBA: sent as 0, ignored on receive). */
 static inline void sr_bth_build(struct sr_bth *b, uint8_t opcode, bool se, bool mig, unsigned pad,
 				uint16_t pkey, uint32_t qpn, bool ackreq, uint32_t psn)
@@ -173,6 +188,10 @@ static inline void sr_bth_set_sr_rdseg(struct sr_bth *b)
 static inline void sr_bth_set_sr_even(struct sr_bth *b)
 {
 	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_EVEN);
+}
+static inline void sr_bth_set_sr_evenmtu(struct sr_bth *b)
+{
+	sr_st_be32(b->apsn, sr_ld_be32(b->apsn) | SR_BTH_SR_EVENMTU);
 }
 static inline void sr_bth_set_sr_ackride(struct sr_bth *b)
 {

@@ -146,7 +146,8 @@ static bool expect(uint8_t op, uint32_t psn, uint8_t *buf, size_t cap, struct sr
 	return true;
 }
 
-/* The QP's ACK of the peer's last message; it carries the offer exactly when it should. */
+/* The QP's ACK of the peer's last message; it carries the offer exactly when it should (and,
+ * toward a softrdma peer, the offer of the even cut at the path MTU, which every packet does). */
 static bool expect_ack(int line)
 {
 	uint8_t buf[256];
@@ -156,7 +157,7 @@ static bool expect_ack(int line)
 	if (!expect(OPC(ACK), rpsn - 1, buf, sizeof(buf), &pkt, line))
 		return false;
 	r7 = sr_ld_be32(sr_pkt_bth(&pkt)->apsn) & RESV7;
-	if (r7 != (ride_on && mark ? SR_BTH_SR_ACKRIDE : 0)) {
+	if (r7 != ((ride_on && mark ? SR_BTH_SR_ACKRIDE : 0) | (mark ? SR_BTH_SR_EVENMTU : 0))) {
 		SR_FAIL("line %d: the QP's ACK has resv7 %#x (peer %s, ack_ride %d)", line, r7,
 			mark ? "softrdma" : "another stack", ride_on);
 		return false;
@@ -182,7 +183,8 @@ static bool expect_write(bool ride, int line)
 	}
 	r = sr_pkt_ackride(&pkt);
 	if (!ride) {
-		if (r || (sr_ld_be32(sr_pkt_bth(&pkt)->apsn) & RESV7))
+		if (r || (sr_ld_be32(sr_pkt_bth(&pkt)->apsn) & RESV7 &
+			  ~(mark ? SR_BTH_SR_EVENMTU : 0u)))
 			SR_FAIL("line %d: the answer carries an ACK (or a reserved bit)", line);
 		return !r;
 	}

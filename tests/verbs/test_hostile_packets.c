@@ -553,10 +553,11 @@ static bool next_aeth(uint8_t *type, uint32_t *psn)
 }
 
 /* A WRITE of lens[0..n-1] bytes of data packets (FIRST, MIDDLEs, LAST; RETH length rlen) from a
- * raw peer marked as a softrdma NIC of 8 KiB segments, to a fresh victim with a 4096-byte path
- * MTU; returns the victim's answer (its AETH type) and checks where the data went: all of it
- * when the answer is an ACK, none past the first packet's otherwise. */
-static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_t rlen)
+ * raw peer marked as a softrdma NIC of `units` 4 KiB units of segment (0: none), to a fresh
+ * victim with path MTU mtu; returns the victim's answer (its AETH type) and checks where the
+ * data went: all of it when the answer is an ACK, none past the first packet's otherwise. */
+static uint8_t even_write_at(const char *what, const uint32_t *lens, int n, uint32_t rlen,
+			     enum ibv_mtu mtu, uint8_t units)
 {
 	static uint8_t data[4 * 8208];
 	struct ibv_qp *v;
@@ -569,14 +570,14 @@ static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_
 	memset(eb.p, GUARD, eb.len);
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i * 7 + 1);
-	v = victim_mtu(IBV_ACCESS_REMOTE_WRITE, 0, IBV_MTU_4096);
+	v = victim_mtu(IBV_ACCESS_REMOTE_WRITE, 0, mtu);
 	for (int i = 0; i < n; i++) {
 		uint8_t op = n == 1 ? OPC(WRITE_ONLY) : !i ? OPC(WRITE_FIRST)
 					: i == n - 1 ? OPC(WRITE_LAST) : OPC(WRITE_MIDDLE);
 		size_t hlen = rp_hdr_write(hdr, op, v->qp_num, (uint32_t)i, i == n - 1,
 					   (uintptr_t)eb.p, eb.mr->rkey, rlen);
 
-		hdr[4] |= SR_BTH_SR_MARK | 2;	/* softrdma, 8 KiB segments */
+		hdr[4] |= SR_BTH_SR_MARK | units;	/* softrdma */
 		REQUIRE(off + lens[i] <= sizeof(data));
 		REQUIRE(rp_send(&rp, hdr, hlen, data + off, lens[i], 0) == 0);
 		off += lens[i];
@@ -594,6 +595,19 @@ static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_
 	destroy_victim(v);
 	vu_buf_free(&eb);
 	return type;
+}
+
+/* ... marked as a NIC of 8 KiB segments, to a victim with a 4096-byte path MTU. */
+static uint8_t even_write(const char *what, const uint32_t *lens, int n, uint32_t rlen)
+{
+	return even_write_at(what, lens, n, rlen, IBV_MTU_4096, 2);
+}
+
+/* ... marked with no large segment, to a victim with a 1024-byte path MTU: the even cut at the
+ * path MTU (SR_BTH_SR_EVENMTU), P at most 1040 and more than half of it. */
+static uint8_t even_write_1k(const char *what, const uint32_t *lens, int n, uint32_t rlen)
+{
+	return even_write_at(what, lens, n, rlen, IBV_MTU_1024, 0);
 }
 
 static void test_even_cut(void)
@@ -618,7 +632,27 @@ static void test_even_cut(void)
 	CHECK_EQ(even_write("LAST short of the RETH's length", (const uint32_t[]){ 8184, 8100 }, 2,
 			    16384),
 		 inv);
-	CHECK_EQ(vu_stat("inv_req_naks_sent") - b, 3);
+	/* At the path MTU, taken: 4 KiB as 1012 + 3 x 1028; 1000 + 1016 + a shorter LAST. */
+	CHECK_EQ(even_write_1k("MTU 1024: 4 KiB, 1012 + 3 x 1028",
+			       (const uint32_t[]){ 1012, 1028, 1028, 1028 }, 4, 4096),
+		 SR_AETH_ACK);
+	CHECK_EQ(even_write_1k("MTU 1024: 1000 + 1016 + 990", (const uint32_t[]){ 1000, 1016, 990 },
+			       3, 3006),
+		 SR_AETH_ACK);
+	/* Refused: a P not above half the path MTU + 16; a MIDDLE above the FIRST's payload + 16;
+	 * a LAST above it; a FIRST above the path MTU (no large segment offered). */
+	CHECK_EQ(even_write_1k("MTU 1024: FIRST of 500 (P 516)", (const uint32_t[]){ 500, 516, 516 },
+			       3, 1532),
+		 inv);
+	CHECK_EQ(even_write_1k("MTU 1024: MIDDLE of 1028 after a FIRST of 1000",
+			       (const uint32_t[]){ 1000, 1028, 1000 }, 3, 3028),
+		 inv);
+	CHECK_EQ(even_write_1k("MTU 1024: LAST of 1020 after a FIRST of 1000",
+			       (const uint32_t[]){ 1000, 1020 }, 2, 2020),
+		 inv);
+	CHECK_EQ(even_write_1k("MTU 1024: FIRST of 1028", (const uint32_t[]){ 1028, 1028 }, 2, 2056),
+		 inv);
+	CHECK_EQ(vu_stat("inv_req_naks_sent") - b, 7);
 	CHECK_TARGET();
 }
 

@@ -12,6 +12,7 @@
  *  - a path MTU of 1024 gets no large segments;
  *  - with SOFTRDMA_SEG_INBAND=0 (a forked child) nothing changes size;
  *  - at 8 KiB segments, WRITEs cut with a FIRST short by its RETH, or evenly (fshort below);
+ *  - at a path MTU of 1024, WRITEs cut evenly at the path MTU (even_mtu below);
  *  - a large segment WRITE into a fast-registration MR whose pages are scattered (each
  *    61440-byte packet lands in 16 pieces) lands page by page where the map says.
  * Loss, duplication and reordering of large packets are covered by test_fault_integrity and
@@ -275,6 +276,57 @@ static int fshort(int sock, void *arg)
 	return !sr_test_failures ? 0 : 3;
 }
 
+/*
+ * A path MTU of 1024 (a network of MTU 1500), no large segment. Between two peers of this
+ * version a WRITE of more than one packet is cut evenly at the path MTU (SR_BTH_SR_EVENMTU):
+ * 4 KiB as 1012 + 3 x 1028, 2 KiB as 1016 + 1032, 4098 bytes as 1016 + 2 x 1032 + 1018, and
+ * four 4 KiB WRITEs in one list leave in one GSO send (16 packets of one datagram size), where
+ * IBA's cut (a FIRST 16 bytes longer than the rest) took at least one send per WRITE; a WRITE
+ * whose FIRST would carry exactly the path MTU (2064 bytes: 1024 + 1040; 1 MiB - 1 KiB, whose part
+ * rounds up to 1040) keeps IBA's cut.
+ * arg "off": SOFTRDMA_SEG_EVEN_MTU=0 (neither offered nor sent): IBA's cut throughout.
+ */
+static int even_mtu(int sock, void *arg)
+{
+	bool off = arg && !strcmp(arg, "off");
+	int64_t e = off ? 0 : CUT_EVEN, g;
+	struct vu_buf a, b;
+	struct vu_pair p;
+
+	(void)sock;
+	if (off)
+		setenv("SOFTRDMA_SEG_EVEN_MTU", "0", 1);
+	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
+	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
+		return 2;
+	pair(&p, IBV_MTU_1024);
+	one_op(&p, &a, &b, IBV_WR_SEND, 31);	/* the peers hear from each other */
+	CHECK_EQ(write_len(&p, &a, &b, 4096, 32), e);		/* 1012 + 3 x 1028 */
+	CHECK_EQ(write_len(&p, &a, &b, 1024, 33), 0);		/* one packet */
+	CHECK_EQ(write_len(&p, &a, &b, 2048, 34), e);		/* 1016 + 1032 */
+	CHECK_EQ(write_len(&p, &a, &b, 2064, 35), 0);		/* not 1024 + 1040 */
+	CHECK_EQ(write_len(&p, &a, &b, 4098, 36), e);		/* 1016 + 2 x 1032 + 1018 */
+	CHECK_EQ(write_len(&p, &a, &b, 3 * 1024 + 1, 37), e);	/* 1016 + 1032 + 1025 */
+	CHECK_EQ(write_len(&p, &a, &b, 65536, 38), e);		/* 1012 + 62 x 1028 + 788 */
+	CHECK_EQ(write_len(&p, &a, &b, MLEN - 1024, 40), 0);	/* its P would be 1040 */
+	/* one send unless a spurious timeout on a loaded machine cut the window or resent */
+	int64_t cut = vu_stat("cwnd_restarts") + vu_stat("cwnd_cuts") + vu_stat("cwnd_halvings"),
+		rt = vu_stat("retransmits");
+
+	g = write_list(&p, &a, &b, 4096, 39);
+	cut = vu_stat("cwnd_restarts") + vu_stat("cwnd_cuts") + vu_stat("cwnd_halvings") - cut;
+	rt = vu_stat("retransmits") - rt;
+	printf("%s: four 4 KiB WRITEs in one list at path MTU 1024: %lld GSO sends "
+	       "(window cuts %lld, resent %lld)\n",
+	       off ? "seg_even_mtu=0" : "all on", (long long)g, (long long)cut, (long long)rt);
+	if (off)
+		CHECK(g >= 4);
+	else if (!cut && !rt)
+		CHECK_EQ(g, 1);
+	vu_pair_destroy(&p);
+	return !sr_test_failures ? 0 : 3;
+}
+
 static int no_inband(int sock, void *arg)
 {
 	struct vu_buf a, b;
@@ -298,7 +350,7 @@ static int no_inband(int sock, void *arg)
 
 int main(void)
 {
-	struct vu_child ch, ch2, ch3, ch4;
+	struct vu_child ch, ch2, ch3, ch4, ch5, ch6;
 	struct vu_buf a, b;
 	struct vu_pair p;
 	int64_t n;
@@ -309,6 +361,8 @@ int main(void)
 	REQUIRE(vu_fork(&ch2, fshort, NULL, 60) == 0);
 	REQUIRE(vu_fork(&ch3, fshort, "nofshort", 60) == 0);
 	REQUIRE(vu_fork(&ch4, fshort, "noeven", 60) == 0);
+	REQUIRE(vu_fork(&ch5, even_mtu, NULL, 60) == 0);
+	REQUIRE(vu_fork(&ch6, even_mtu, "off", 60) == 0);
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL) == 0);
@@ -350,5 +404,7 @@ int main(void)
 	CHECK_EQ(vu_child_wait(&ch2, 60), 0);
 	CHECK_EQ(vu_child_wait(&ch3, 60), 0);
 	CHECK_EQ(vu_child_wait(&ch4, 60), 0);
+	CHECK_EQ(vu_child_wait(&ch5, 60), 0);
+	CHECK_EQ(vu_child_wait(&ch6, 60), 0);
 	return sr_test_done("test_seg_inband");
 }
