@@ -389,13 +389,15 @@ static bool fills_a_packet(struct sr_qp *qp, struct sr_swqe *w)
 }
 
 /*
- * Does WQE i leave at once? One smaller than a packet never does. One that fills more than a
- * packet always does. One of exactly one full packet waits like a small one when the WQE
- * before it fills a packet too and two such packets fit one GSO send: a stream of one-packet
- * messages (perftest's 8 KiB ib_write_bw over 8 KiB segments), whose ONLY packets, all of one
- * size, then leave several to a GSO send and draw one ACK per receive batch, where each left
- * alone and drew an ACK of its own (1.5-2.4 packets per ACK, a sendmsg per packet: 8 KiB
- * streamed at half the rate of 4 KiB, bench/README.md). Behind a small head (UCX's rendezvous)
+ * Does WQE i leave at once? One smaller than a packet never does. One of more than
+ * post_batch_pkts packets always does. One of one full packet up to that many waits like a
+ * small one when the WQE before it fills a packet too and two of its packets fit one GSO send:
+ * a stream of one-packet messages (perftest's 8 KiB ib_write_bw over 8 KiB segments), whose
+ * ONLY packets, all of one size, then leave several to a GSO send and draw one ACK per
+ * receive batch, where each left alone and drew an ACK of its own (1.5-2.4 packets per ACK, a
+ * sendmsg per packet: 8 KiB streamed at half the rate of 4 KiB, bench/README.md); and a stream
+ * of WRITEs of a few packets on a network of MTU 1500, each of which took a sendmsg of its own
+ * (2 KiB streamed at a quarter of the rate of 1 KiB). Behind a small head (UCX's rendezvous)
  * it still leaves at once, and so does a packet too large to share a send (a 64 KiB segment on
  * loopback, where leaving at once can also mean the direct path). WQE i - 1 is there:
  * i >= req.idx and, with a WQE in flight, req.idx > sq.tail.
@@ -404,9 +406,13 @@ static bool leaves_at_once(struct sr_qp *qp, uint32_t i)
 {
 	struct sr_swqe *w = sr_sq_at(&qp->sq, i);
 
+	uint32_t seg;
+
 	if (!fills_a_packet(qp, w))
 		return false;
-	return w->length != sr_req_seg(qp, w) || 2 * ((size_t)w->length + 128) > SR_NET_GSO_BYTES ||
+	seg = sr_req_seg(qp, w);
+	return w->length > (uint64_t)seg * (uint64_t)sr_params()->post_batch_pkts ||
+	       2 * ((size_t)seg + 128) > SR_NET_GSO_BYTES ||
 	       !fills_a_packet(qp, sr_sq_at(&qp->sq, i - 1));
 }
 

@@ -8,9 +8,9 @@
  * one waits for its ACK stays in the SQ until the ACK comes or post_batch WQEs wait; a QP that
  * leaves RTS flushes the held WQEs like any other. Only what is smaller than one packet waits,
  * and a message of exactly one packet behind another of at least one (a stream of one-packet
- * messages): a SEND or WRITE that fills more, or one packet behind a small one, leaves at once,
- * with the held ones before it. post_batch is 4 here (32 by default), so a few posts reach the
- * threshold.
+ * messages), or of a few packets (param post_batch_pkts, 4) behind such a one: a SEND or WRITE
+ * that fills more, or a whole packet behind a small one, leaves at once, with the held ones
+ * before it. post_batch is 4 here (32 by default), so a few posts reach the threshold.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -181,12 +181,17 @@ static void full_packet_not_held(void)
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 }
 
-/* Message i: one full packet (MTU bytes) from lb + 2048, to RVA + 2048. */
+/* Message i: n full packets (n x MTU bytes) from lb + 2048, to RVA + 2048. */
+static int post_pkts(int i, uint32_t n)
+{
+	memset(lb.p + 2048, i, n * MTU);
+	return vu_post_rdma(qp, (uint64_t)i, IBV_WR_RDMA_WRITE, lb.mr, lb.p + 2048, n * MTU,
+			    RVA + 2048, RKEY, 0);
+}
+
 static int post_full(int i)
 {
-	memset(lb.p + 2048, i, MTU);
-	return vu_post_rdma(qp, (uint64_t)i, IBV_WR_RDMA_WRITE, lb.mr, lb.p + 2048, MTU, RVA + 2048,
-			    RKEY, 0);
+	return post_pkts(i, 1);
 }
 
 /* A stream of one-packet messages is held like small ones (its ONLY packets then leave
@@ -222,6 +227,39 @@ static void one_packet_stream(void)
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 }
 
+/* A WRITE of a few whole packets (at most post_batch_pkts) waits behind one of at least a
+ * packet, as a one-packet one does (a stream of 4 KiB WRITEs on a network of MTU 1500); one of
+ * more leaves at once, with it. */
+static void few_packet_stream(void)
+{
+	printf("a WQE of up to post_batch_pkts packets waits behind one of at least a packet; "
+	       "one of more does not\n");
+	connect_qp();
+	CHECK_EQ(post_full(1), 0);
+	if (!expect_pkt(OPC(WRITE_ONLY), P0, MTU, __LINE__))
+		return;
+	CHECK_EQ(post_pkts(2, 4), 0);
+	if (!EXPECT_HELD(150))
+		return;
+	CHECK_EQ(post_pkts(3, 5), 0);
+	if (!expect_pkt(OPC(WRITE_FIRST), P0 + 1, MTU, __LINE__))
+		return;
+	for (uint32_t k = 2; k <= 3; k++)
+		if (!expect_pkt(OPC(WRITE_MIDDLE), P0 + k, MTU, __LINE__))
+			return;
+	if (!expect_pkt(OPC(WRITE_LAST), P0 + 4, MTU, __LINE__) ||
+	    !expect_pkt(OPC(WRITE_FIRST), P0 + 5, MTU, __LINE__))
+		return;
+	for (uint32_t k = 6; k <= 8; k++)
+		if (!expect_pkt(OPC(WRITE_MIDDLE), P0 + k, MTU, __LINE__))
+			return;
+	if (!expect_pkt(OPC(WRITE_LAST), P0 + 9, MTU, __LINE__))
+		return;
+	ack(P0 + 9);
+	expect_done(1, 3, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+}
+
 /* Held WQEs are WQEs like any other: a QP moved to ERR flushes them, in order, after the one in
  * flight. */
 static void held_then_flushed(void)
@@ -246,7 +284,7 @@ int main(void)
 	snprintf(v, sizeof(v), "%d", BATCH);
 	setenv("SOFTRDMA_POST_BATCH", v, 1);
 	REQUIRE(vu_open(&dev) == 0);
-	REQUIRE(vu_buf_alloc(&dev, &lb, 4096, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &lb, 8192, VU_ACCESS_ALL) == 0);
 	REQUIRE(rp_open(&rp, &dev.gid) == 0);
 	cq = ibv_create_cq(dev.ctx, 64, NULL, NULL, 0);
 	REQUIRE(cq);
@@ -255,6 +293,7 @@ int main(void)
 	held_then_flushed();
 	full_packet_not_held();
 	one_packet_stream();
+	few_packet_stream();
 
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
