@@ -237,6 +237,28 @@ static bool write_first_short(const struct sr_qp *qp, const struct sr_swqe *w)
 	       sr_npkts(w->length + SR_RETH_LEN, w->seg) <= 2 * per_send;
 }
 
+/* May a WRITE be cut evenly into parts of p (the responder's rules, resp.c mtu_ok)? */
+static bool even_ok(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uint64_t p)
+{
+	if (at_mtu)
+		return p - SR_RETH_LEN != qp->mtu && 2 * p > seg + SR_RETH_LEN;
+	return ((p - SR_RETH_LEN) & 4095) && p - SR_RETH_LEN > qp->mtu;
+}
+
+/* The fewest packets from n + 1 to n + n / 2 that split all evenly into parts the responder
+ * takes, all of them in one GSO send; 0: none. */
+static uint32_t even_more(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uint32_t all,
+			  uint32_t n)
+{
+	for (uint32_t m = n + 1; m <= n + n / 2; m++) {
+		if ((uint64_t)m * (all / m + 64) > SR_NET_GSO_BYTES)
+			return 0;
+		if (!(all % m) && even_ok(qp, at_mtu, seg, all / m))
+			return m;
+	}
+	return 0;
+}
+
 /*
  * The even cut (docs/cm.md): toward a responder that says it takes it (SR_BTH_SR_EVEN), a
  * WRITE whose length + 16 needs n > 1 packets of at most the segment + 16 goes as a FIRST of
@@ -251,26 +273,33 @@ static bool write_first_short(const struct sr_qp *qp, const struct sr_swqe *w)
  * multiple of 4 and the LAST is shorter: all but the LAST still one datagram size, so only the
  * LAST ends a GSO send (256 KiB: 8180 + 30 x 8196 + 8084, five sends of seven packets or less
  * where a whole-segment FIRST, 16 bytes longer than the MIDDLEs, went with one MIDDLE and
- * took six; 1.04x between two namespaces, bench/README.md). Never more packets than a cut at
- * whole segments, nor more sends. No even cut for a P whose FIRST would be a whole multiple
+ * took six; 1.04x between two namespaces, bench/README.md). Never more sends than a cut at
+ * whole segments, nor more packets but in the case below. No even cut for a P whose FIRST would be a whole multiple
  * of 4 KiB (the responder reads such a FIRST as the segment itself) or at most the path MTU:
  * such WRITEs keep the cut below.
  *
  * Where no large segment is in use (seg is the path MTU: a network of MTU 1500, where it is
  * 1024), the same cut goes toward a responder that offers it at the path MTU
- * (SR_BTH_SR_EVENMTU), P at most the path MTU + 16: 4 KiB over 1024 is 1012 + 3 x 1028, where
- * IBA's cut, a FIRST 16 bytes longer than the rest, took two GSO sends per WRITE and no two
- * WRITEs ever shared one (4 KiB streamed at 0.54x the rate of 1 KiB, bench/README.md). No
- * datagram is longer than IBA's longest (a FIRST of the path MTU with its RETH), and none for
- * a P whose FIRST would carry exactly the path MTU (the responder reads that as IBA's cut).
- * Returns P, or 0 for no even cut. seg: the WQE's segment (sr_req_seg: the path MTU or a
- * multiple of 4 KiB).
+ * (SR_BTH_SR_EVENMTU), P at most the path MTU + 16 and more than half of it: 4 KiB over 1024 is
+ * 1012 + 3 x 1028, where IBA's cut, a FIRST 16 bytes longer than the rest, took two GSO sends
+ * per WRITE and no two WRITEs ever shared one (4 KiB streamed at 0.54x the rate of 1 KiB,
+ * bench/README.md). No datagram is longer than IBA's longest (a FIRST of the path MTU with its
+ * RETH), and none for a P whose FIRST would carry exactly the path MTU (the responder reads
+ * that as IBA's cut).
+ *
+ * A WRITE that fits in one GSO send but whose length + 16 does not split into n equal parts
+ * takes up to n / 2 more packets where that many split it: its shorter LAST would end the
+ * send, so a stream of such WRITEs took a send each, where WRITEs of one datagram size share
+ * them (MTU 1500: 3 KiB as 4 x 772, 1.9x; 12 KiB as 16 x 769, 1.35x; 20 KiB as 21 x 976, 1.7x,
+ * paired, bench/README.md). Returns P, or 0 for no even cut. seg: the WQE's segment
+ * (sr_req_seg: the path MTU or a multiple of 4 KiB).
  */
 uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg)
 {
 	uint64_t all = (uint64_t)w->length + SR_RETH_LEN;
 	bool at_mtu = seg == qp->mtu;
 	uint64_t n, p;
+	uint32_t m;
 
 	if ((w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
 	    w->length <= seg)
@@ -279,6 +308,9 @@ uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32
 		   : !qp->peer_even || !qp->peer_fshort || seg < qp->mtu || !sr_params()->seg_even)
 		return 0;
 	n = (all + seg + SR_RETH_LEN - 1) / (seg + SR_RETH_LEN);
+	if (all % n && all <= SR_NET_GSO_BYTES &&
+	    (m = even_more(qp, at_mtu, seg, (uint32_t)all, (uint32_t)n)))
+		n = m;
 	if (all % n) {
 		/* the part rounded up to 4: at most seg + 16 (a multiple of 4); the LAST keeps
 		 * at least one byte (n - 1 parts of P fall short of all while all / n > 4n) */
@@ -288,9 +320,7 @@ uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32
 	} else {
 		p = all / n;
 	}
-	if (at_mtu)
-		return p - SR_RETH_LEN != qp->mtu ? (uint32_t)p : 0;
-	return ((p - SR_RETH_LEN) & 4095) && p - SR_RETH_LEN > qp->mtu ? (uint32_t)p : 0;
+	return even_ok(qp, at_mtu, seg, p) ? (uint32_t)p : 0;
 }
 
 /* Where packet k of w starts in its message. */
