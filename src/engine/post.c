@@ -405,7 +405,6 @@ static bool fills_a_packet(struct sr_qp *qp, struct sr_swqe *w)
 static bool leaves_at_once(struct sr_qp *qp, uint32_t i)
 {
 	struct sr_swqe *w = sr_sq_at(&qp->sq, i);
-
 	uint32_t seg;
 
 	if (!fills_a_packet(qp, w))

@@ -277,9 +277,9 @@ static uint32_t even_more(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uin
  * LAST ends a GSO send (256 KiB: 8180 + 30 x 8196 + 8084, five sends of seven packets or less
  * where a whole-segment FIRST, 16 bytes longer than the MIDDLEs, went with one MIDDLE and
  * took six; 1.04x between two namespaces, bench/README.md). Never more sends than a cut at
- * whole segments, nor more packets but in the case below. No even cut for a P whose FIRST would be a whole multiple
- * of 4 KiB (the responder reads such a FIRST as the segment itself) or at most the path MTU:
- * such WRITEs keep the cut below.
+ * whole segments, nor more packets but in the last case below. No even cut for a P whose
+ * FIRST would be a whole multiple of 4 KiB (the responder reads such a FIRST as the segment
+ * itself) or at most the path MTU: such WRITEs keep the cut below.
  *
  * Where no large segment is in use (seg is the path MTU: a network of MTU 1500, where it is
  * 1024), the same cut goes toward a responder that offers it at the path MTU
