@@ -153,6 +153,16 @@ static bool expect_pkt(uint8_t op, uint32_t psn, uint32_t len, int line)
 	return true;
 }
 
+/* The next packets are one WRITE of n > 1 full packets (FIRST, MIDDLEs, LAST) from PSN psn. */
+static bool expect_write_pkts(uint32_t psn, uint32_t n, int line)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (!expect_pkt(!k ? OPC(WRITE_FIRST) : k == n - 1 ? OPC(WRITE_LAST) : OPC(WRITE_MIDDLE),
+				psn + k, MTU, line))
+			return false;
+	return true;
+}
+
 /* As Nagle's algorithm holds only segments smaller than a packet: a WRITE that fills whole
  * packets leaves at once, behind the small ones held before it, with no ACK (UCX's
  * rendezvous by WRITE posts a small head, then the rest of the message). */
@@ -165,8 +175,7 @@ static void full_packet_not_held(void)
 	CHECK_EQ(vu_post_rdma(qp, 4, IBV_WR_RDMA_WRITE, lb.mr, lb.p + 2048, 2 * MTU, RVA + 2048,
 			      RKEY, 0), 0);
 	if (!EXPECT_WRITE(P0 + 1, 2) || !EXPECT_WRITE(P0 + 2, 3) ||
-	    !expect_pkt(OPC(WRITE_FIRST), P0 + 3, MTU, __LINE__) ||
-	    !expect_pkt(OPC(WRITE_LAST), P0 + 4, MTU, __LINE__))
+	    !expect_write_pkts(P0 + 3, 2, __LINE__))
 		return;
 	/* A small one behind the big one in flight is held again. */
 	CHECK_EQ(post(5), 0);
@@ -242,18 +251,7 @@ static void few_packet_stream(void)
 	if (!EXPECT_HELD(150))
 		return;
 	CHECK_EQ(post_pkts(3, 5), 0);
-	if (!expect_pkt(OPC(WRITE_FIRST), P0 + 1, MTU, __LINE__))
-		return;
-	for (uint32_t k = 2; k <= 3; k++)
-		if (!expect_pkt(OPC(WRITE_MIDDLE), P0 + k, MTU, __LINE__))
-			return;
-	if (!expect_pkt(OPC(WRITE_LAST), P0 + 4, MTU, __LINE__) ||
-	    !expect_pkt(OPC(WRITE_FIRST), P0 + 5, MTU, __LINE__))
-		return;
-	for (uint32_t k = 6; k <= 8; k++)
-		if (!expect_pkt(OPC(WRITE_MIDDLE), P0 + k, MTU, __LINE__))
-			return;
-	if (!expect_pkt(OPC(WRITE_LAST), P0 + 9, MTU, __LINE__))
+	if (!expect_write_pkts(P0 + 1, 4, __LINE__) || !expect_write_pkts(P0 + 5, 5, __LINE__))
 		return;
 	ack(P0 + 9);
 	expect_done(1, 3, IBV_WC_SUCCESS);

@@ -187,6 +187,12 @@ static int64_t write_list(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b,
 	return g;
 }
 
+/* How often this process's send windows were cut (a loss, real or seen by a late timer). */
+static int64_t windows_cut(void)
+{
+	return vu_stat("cwnd_restarts") + vu_stat("cwnd_cuts") + vu_stat("cwnd_halvings");
+}
+
 /*
  * Segments of 8192 bytes (seg_max, as between two namespaces with MTU 9000). Between two
  * peers of this version:
@@ -255,8 +261,7 @@ static int fshort(int sock, void *arg)
 		/* five sends (7, 7, 7, 7 and 3 + the LAST) when the whole WRITE leaves in one
 		 * pass: unless a loss (a spurious timeout on a loaded machine) cut the window
 		 * earlier, or a packet of it was resent */
-		int64_t cut = vu_stat("cwnd_restarts") + vu_stat("cwnd_cuts") +
-			      vu_stat("cwnd_halvings"), rt = vu_stat("retransmits");
+		int64_t cut = windows_cut(), rt = vu_stat("retransmits");
 
 		g = vu_stat("tx_gso_sends");
 		CHECK_EQ(write_len(&p, &a, &b, 32 * 8192, 27), CUT_EVEN);	/* ... + 8084 */
@@ -274,12 +279,6 @@ static int fshort(int sock, void *arg)
 	}
 	vu_pair_destroy(&p);
 	return !sr_test_failures ? 0 : 3;
-}
-
-/* How often this process's send windows were cut (a loss, real or seen by a late timer). */
-static int64_t windows_cut(void)
-{
-	return vu_stat("cwnd_restarts") + vu_stat("cwnd_cuts") + vu_stat("cwnd_halvings");
 }
 
 /*
