@@ -187,6 +187,13 @@ static int64_t write_list(struct vu_pair *p, struct vu_buf *a, struct vu_buf *b,
 	return g;
 }
 
+/* A forked child's device and its two buffers of MLEN bytes; non-zero on failure. */
+static int child_open(struct vu_buf *a, struct vu_buf *b)
+{
+	return vu_open(&dev) || vu_buf_alloc(&dev, a, MLEN, VU_ACCESS_ALL) ||
+	       vu_buf_alloc(&dev, b, MLEN, VU_ACCESS_ALL);
+}
+
 /* How often this process's send windows were cut (a loss, real or seen by a late timer). */
 static int64_t windows_cut(void)
 {
@@ -225,8 +232,7 @@ static int fshort(int sock, void *arg)
 		setenv("SOFTRDMA_SEG_FSHORT", "0", 1);
 	if (noeven)
 		setenv("SOFTRDMA_SEG_EVEN", "0", 1);
-	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
-	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
+	if (child_open(&a, &b))
 		return 2;
 	pair(&p, IBV_MTU_4096);
 	one_op(&p, &a, &b, IBV_WR_SEND, 11);	/* the peers hear from each other */
@@ -303,8 +309,7 @@ static int even_mtu(int sock, void *arg)
 	(void)sock;
 	if (off)
 		setenv("SOFTRDMA_SEG_EVEN_MTU", "0", 1);
-	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
-	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
+	if (child_open(&a, &b))
 		return 2;
 	pair(&p, IBV_MTU_1024);
 	one_op(&p, &a, &b, IBV_WR_SEND, 31);	/* the peers hear from each other */
@@ -346,8 +351,7 @@ static int no_inband(int sock, void *arg)
 
 	(void)arg;
 	setenv("SOFTRDMA_SEG_INBAND", "0", 1);
-	if (vu_open(&dev) || vu_buf_alloc(&dev, &a, MLEN, VU_ACCESS_ALL) ||
-	    vu_buf_alloc(&dev, &b, MLEN, VU_ACCESS_ALL))
+	if (child_open(&a, &b))
 		return 2;
 	pair(&p, IBV_MTU_4096);
 	n1 = one_op(&p, &a, &b, IBV_WR_SEND, 5);
