@@ -237,10 +237,11 @@ static bool write_first_short(const struct sr_qp *qp, const struct sr_swqe *w)
 	       sr_npkts(w->length + SR_RETH_LEN, w->seg) <= 2 * per_send;
 }
 
-/* May a WRITE be cut evenly into parts of p (the responder's rules, resp.c mtu_ok)? */
-static bool even_ok(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uint64_t p)
+/* May a WRITE over segment seg be cut evenly into parts of p (the responder's rules, resp.c
+ * mtu_ok: at the path MTU, or over a large segment)? */
+static bool even_ok(const struct sr_qp *qp, uint32_t seg, uint64_t p)
 {
-	if (at_mtu)
+	if (seg == qp->mtu)
 		return p - SR_RETH_LEN != qp->mtu && 2 * p > seg + SR_RETH_LEN;
 	return ((p - SR_RETH_LEN) & 4095) && p - SR_RETH_LEN > qp->mtu;
 }
@@ -250,13 +251,12 @@ static bool even_ok(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uint64_t 
  * (each packet more costs about what sharing the send saves: 32 KiB over a path MTU of 1024
  * as 48 packets instead of 32 ran 0.78x, 40 KiB as 52 for 40 0.94x, 12 KiB as 16 for 12
  * 1.07-1.20x); 0: none. */
-static uint32_t even_more(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uint32_t all,
-			  uint32_t n)
+static uint32_t even_more(const struct sr_qp *qp, uint32_t seg, uint32_t all, uint32_t n)
 {
 	for (uint32_t m = n + 1; m <= n + n / 2; m++) {
 		if ((uint64_t)m * (all / m + 64) * (m > n + 1 ? 2 : 1) > SR_NET_GSO_BYTES)
 			return 0;
-		if (!(all % m) && even_ok(qp, at_mtu, seg, all / m))
+		if (!(all % m) && even_ok(qp, seg, all / m))
 			return m;
 	}
 	return 0;
@@ -300,19 +300,18 @@ static uint32_t even_more(const struct sr_qp *qp, bool at_mtu, uint32_t seg, uin
 uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg)
 {
 	uint64_t all = (uint64_t)w->length + SR_RETH_LEN;
-	bool at_mtu = seg == qp->mtu;
 	uint64_t n, p;
 	uint32_t m;
 
 	if ((w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
 	    w->length <= seg)
 		return 0;
-	if (at_mtu ? !qp->peer_even_mtu || qp->seg || !sr_params()->seg_even_mtu
+	if (seg == qp->mtu ? !qp->peer_even_mtu || qp->seg || !sr_params()->seg_even_mtu
 		   : !qp->peer_even || !qp->peer_fshort || seg < qp->mtu || !sr_params()->seg_even)
 		return 0;
 	n = (all + seg + SR_RETH_LEN - 1) / (seg + SR_RETH_LEN);
 	if (all % n && all <= SR_NET_GSO_BYTES &&
-	    (m = even_more(qp, at_mtu, seg, (uint32_t)all, (uint32_t)n)))
+	    (m = even_more(qp, seg, (uint32_t)all, (uint32_t)n)))
 		n = m;
 	if (all % n) {
 		/* the part rounded up to 4: at most seg + 16 (a multiple of 4); the LAST keeps
@@ -323,7 +322,7 @@ uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32
 	} else {
 		p = all / n;
 	}
-	return even_ok(qp, at_mtu, seg, p) ? (uint32_t)p : 0;
+	return even_ok(qp, seg, p) ? (uint32_t)p : 0;
 }
 
 /* Where packet k of w starts in its message. */
