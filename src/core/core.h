@@ -24,6 +24,7 @@
 #include <infiniband/verbs.h>
 
 #include "core/addr.h"
+#include "wire/psn.h"
 #include "core/stats.h"
 
 struct sr_nic;
@@ -581,10 +582,18 @@ struct sr_swqe {
 		} aw;
 	} u;
 	uint32_t rd_end_psn;		/* READ: last PSN of the READ request last issued (req.c) */
+	uint32_t rd_mid_psn;		/* READ: last PSN of the request before it while both are
+					 * outstanding (req.c, read_overlap), else first_psn - 1 */
 	uint32_t seg;			/* payload per packet, fixed when it starts (req.c) */
 	uint32_t seg_cut;		/* the FIRST carries seg - seg_cut (a WRITE's RETH) */
 	uint64_t start_ns;		/* ns its first packet was first sent (req.c) */
 };
+
+/* A READ's rd_mid_psn holds a PSN (the end of a request outstanding beside its last one). */
+static inline bool sr_rd_mid_valid(const struct sr_swqe *w)
+{
+	return !sr_psn_lt(w->rd_mid_psn, w->first_psn);
+}
 
 /* Work request opcodes of softrdma's own API (include/softrdma/softrdma.h): REG_MR takes the
  * driver-private opcode (as mlx5dv does), FLUSH the value newer rdma-core gives IBV_WR_FLUSH. */
@@ -648,6 +657,8 @@ struct sr_req {			/* requester: turns WQEs into request packets (req.c) */
 	uint32_t idx;			/* SQ counter of the WQE being sent */
 	uint32_t offset;		/* bytes of that WQE already sent */
 	uint32_t rd_atomic;		/* READ/ATOMIC WQEs sent and not completed */
+	uint32_t rd_extra;		/* READ requests outstanding beside their WQE's last one
+					 * (rd_mid_psn valid): they hold a responder slot too */
 	uint64_t rnr_until;		/* no request packet before this time (RNR wait), ns */
 	uint32_t since_ackreq;		/* packets sent since the last AckReq */
 	uint32_t high_psn;		/* one past the highest PSN ever sent */

@@ -599,8 +599,11 @@ void sr_comp_wqe(struct sr_qp *qp, struct sr_swqe *wqe, enum ibv_wc_status statu
 
 		sr_cq_post(qp->scq, &wc, false);
 	}
-	if (wqe->state >= SR_WQE_SENDING && sr_op_is_rd_atomic(wqe->opcode))
+	if (wqe->state >= SR_WQE_SENDING && sr_op_is_rd_atomic(wqe->opcode)) {
 		qp->req.rd_atomic--;
+		if (wqe->opcode == IBV_WR_RDMA_READ && sr_rd_mid_valid(wqe))
+			qp->req.rd_extra--;	/* (failed with two requests outstanding) */
+	}
 	if (wqe->opcode == IBV_WR_LOCAL_INV && wqe->u.inv.held) {
 		/* Everything before it has completed: no retransmission needs the map now. */
 		sr_key_inval_done(qp, wqe->imm);
@@ -616,6 +619,7 @@ static void flush_sq(struct sr_qp *qp)
 	qp->req.idx = qp->sq.tail;
 	qp->req.offset = 0;
 	qp->req.rd_atomic = 0;
+	qp->req.rd_extra = 0;
 	qp->rexmit_at = 0;
 }
 

@@ -386,7 +386,7 @@ bool sr_comp_place(struct sr_qp *qp, struct sr_pkt *pkt)
 	    (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD) ||
 	    w->opcode != IBV_WR_RDMA_READ || w->status || pkt->psn != qp->comp.psn ||
 	    !sr_psn_in(pkt->psn, w->first_psn, w->last_psn) || !sr_psn_lt(pkt->psn, w->rd_end_psn) ||
-	    pkt->paylen != w->seg)
+	    pkt->psn == w->rd_mid_psn || pkt->paylen != w->seg)
 		return sr_net_icrc_ok(qp->nic, pkt);
 	a = sr_acc_req(qp, w);
 	if (sr_sgl_map(qp->nic, &a, sr_sq_sges(&qp->sq, qp->sq.tail), w->num_sge,
@@ -432,8 +432,10 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	 * READ it was (req.c) -- and every packet before the last is a full MTU (IBA 9.7.5.1.3), or a
 	 * full segment of a READ that asked for large ones (req_seg). */
 	bool is_last = pkt->mask & SR_M_END;
+	bool mid = sr_rd_mid_valid(w) && pkt->psn == w->rd_mid_psn;	/* the end of the request
+									 * before the last one */
 
-	if (is_last != (pkt->psn == w->rd_end_psn) || pkt->paylen != expect) {
+	if (is_last != (mid || pkt->psn == w->rd_end_psn) || pkt->paylen != expect) {
 		sr_stat_inc(&qp->nic->stats, SR_STAT_drop_unexpected);
 		return;
 	}
@@ -451,10 +453,17 @@ static void read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 	qp->comp.psn = sr_psn_next(pkt->psn);
 	progress_made(qp);
+	if (mid) {
+		/* Its responder slot is free again; the last request goes on. */
+		w->rd_mid_psn = sr_psn_add(w->first_psn, -1);
+		qp->req.rd_extra--;
+	}
 	if (is_last) {
 		if (pkt->psn == w->last_psn)
 			sr_comp_wqe(qp, w, IBV_WC_SUCCESS);
 		sr_req_progress(qp);	/* the next piece, an rd_atomic slot or a fence */
+	} else if (sr_req_read_waits(qp)) {
+		sr_req_progress(qp);	/* the next piece, while this one is answered */
 	}
 }
 

@@ -13,12 +13,14 @@
  *
  * A READ's responses count against the send window too, as the packets they are: a READ is
  * asked for in pieces of at most the window (each piece an ordinary READ request for the next
- * bytes, at the next PSNs), the next piece once every response of the previous one is in. A
- * responder answers a READ at once and in full, and READ responses are neither acknowledged
- * nor flow controlled: one 8 MiB READ would pour 2048 packets into the requester's socket
- * faster than it can take them, and every retry would pour them again. A piece once asked for
- * keeps its bounds (rd_end_psn): a retry asks for the rest of that same piece, which the
- * responder then answers as a duplicate (IBA 9.7.5.1.? READ retry from a PSN within a request).
+ * bytes, at the next PSNs), the next piece once half the window is free (two requests of a
+ * WQE outstanding at most, sr_req_read_overlap_ok) or once every response of the previous one
+ * is in. A responder answers a READ at once and in full, and READ responses are neither
+ * acknowledged nor flow controlled: one 8 MiB READ would pour 2048 packets into the
+ * requester's socket faster than it can take them, and every retry would pour them again. A
+ * piece once asked for keeps its bounds (rd_end_psn, and rd_mid_psn for the one before while
+ * it is answered): a retry asks for the rest of that same piece, which the responder then
+ * answers as a duplicate (a READ retried from a PSN within the request it repeats).
  */
 #include <errno.h>
 
@@ -49,15 +51,21 @@ static uint8_t write_opcode(uint8_t tr, bool first, bool last, bool imm)
 }
 
 /* The byte (from the WQE's start) where the READ request about to go out at req.psn ends: the
- * end of the piece that PSN belongs to, or, past every piece asked for so far, of a new piece
- * of at most what the send window has room for (never fewer than SR_READ_PIECE_MIN packets:
- * a small READ is not cut into smaller ones). */
+ * end of the request that PSN belongs to (a retry asks for the rest of it, as the responder
+ * knows it), or, past every request asked so far, of a new piece of at most what the send
+ * window has room for (never fewer than SR_READ_PIECE_MIN packets: a small READ is not cut
+ * into smaller ones). A new piece asked while the one before is still being answered
+ * (sr_req_read_overlap_ok) keeps that one's end in rd_mid_psn until its last response. */
 #define SR_READ_PIECE_MIN 16
 
 static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 {
 	uint32_t psn = qp->req.psn, end;
 
+	if (sr_rd_mid_valid(w) && !sr_psn_gt(psn, w->rd_mid_psn)) {
+		end = ((uint32_t)sr_psn_diff(w->rd_mid_psn, w->first_psn) + 1) * w->seg;
+		return end;	/* rd_mid_psn is never the READ's last PSN */
+	}
 	/* rd_end_psn is first_psn - 1 until a piece is asked for. */
 	if (sr_psn_lt(w->rd_end_psn, w->first_psn) || sr_psn_gt(psn, w->rd_end_psn)) {
 		int32_t inflight = sr_psn_diff(psn, qp->comp.psn);
@@ -67,10 +75,49 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 			room = sr_cwnd(qp) - (uint32_t)inflight;
 		if (room < SR_READ_PIECE_MIN)
 			room = SR_READ_PIECE_MIN;
+		if (!sr_psn_lt(w->rd_end_psn, w->first_psn) && !sr_psn_gt(qp->comp.psn, w->rd_end_psn)) {
+			/* The piece before is still being answered: two outstanding. */
+			w->rd_mid_psn = w->rd_end_psn;
+			qp->req.rd_extra++;
+		}
 		w->rd_end_psn = sr_psn_add(psn, (int32_t)(left < room ? left : room) - 1);
 	}
 	end = ((uint32_t)sr_psn_diff(w->rd_end_psn, w->first_psn) + 1) * w->seg;
 	return end < w->length ? end : w->length;
+}
+
+/*
+ * May the requester, standing past every piece asked of READ w (req.psn == rd_end_psn + 1),
+ * ask for the next one before the last response of the one before is in? A READ piece waits
+ * for its turnaround otherwise: at a path MTU of 1024 a window of 128 responses is ~52 us of
+ * data, and the next request, its trip and the responder's first answer add ~8 us to each
+ * (bench/README.md, "READ at MTU 1500"). It may when half the window is free (so pieces stay
+ * large: the responder answers each with one pass), at most two requests of w are outstanding,
+ * and the peer's responder has a slot for one more (max_rd_atomic: each request outstanding
+ * holds one there until its responses are all sent, IBA 9.5.9; rd_extra counts the second
+ * ones).
+ */
+bool sr_req_read_overlap_ok(struct sr_qp *qp, struct sr_swqe *w)
+{
+	int32_t inflight = sr_psn_diff(qp->req.psn, qp->comp.psn);
+	uint32_t cwnd = sr_cwnd(qp);
+
+	return sr_params()->read_overlap && !sr_rd_mid_valid(w) && inflight >= 0 &&
+	       (uint32_t)inflight + cwnd / 2 <= cwnd && cwnd / 2 >= SR_READ_PIECE_MIN &&
+	       qp->req.rd_atomic + qp->req.rd_extra < qp->attr.max_rd_atomic;
+}
+
+/* The requester waits at a READ piece boundary (see above), and a response just made room for
+ * the next piece: the completer calls the requester now, not at the piece's last response. */
+bool sr_req_read_waits(struct sr_qp *qp)
+{
+	struct sr_swqe *w;
+
+	if (qp->req.idx == qp->sq.head || !qp->req.offset)
+		return false;
+	w = sr_sq_at(&qp->sq, qp->req.idx);
+	return w->opcode == IBV_WR_RDMA_READ && qp->req.psn == sr_psn_next(w->rd_end_psn) &&
+	       qp->comp.psn != qp->req.psn && sr_req_read_overlap_ok(qp, w);
 }
 
 /*
@@ -909,7 +956,7 @@ static void req_progress(struct sr_qp *qp)
 			if (direct_imm_ok(qp, w) && sr_direct_exec(qp, w))
 				w->dplaced = true;
 			if (sr_op_is_rd_atomic(w->opcode)) {
-				if (qp->req.rd_atomic >= qp->attr.max_rd_atomic)
+				if (qp->req.rd_atomic + qp->req.rd_extra >= qp->attr.max_rd_atomic)
 					break;
 				qp->req.rd_atomic++;
 			}
@@ -930,6 +977,7 @@ static void req_progress(struct sr_qp *qp)
 					   : sr_npkts(w->length + w->seg_cut, w->seg);
 			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 			w->rd_end_psn = sr_psn_add(w->first_psn, -1);	/* no piece asked for yet */
+			w->rd_mid_psn = w->rd_end_psn;
 			w->state = SR_WQE_SENDING;
 			qp->req.offset = 0;
 		} else if (w->state == SR_WQE_SENT) {
@@ -942,9 +990,11 @@ static void req_progress(struct sr_qp *qp)
 			qp->req.win_shut = true;
 			break;
 		}
-		/* The next piece of a READ once every response of the previous one is in. */
+		/* The next piece of a READ once every response of the previous one is in, or
+		 * once half the window is free (sr_req_read_overlap_ok). */
 		if (w->opcode == IBV_WR_RDMA_READ && qp->req.offset &&
-		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn)
+		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn &&
+		    !sr_req_read_overlap_ok(qp, w))
 			break;
 
 		/* First sent (comp.c, repair_answered); the pass's first packet shares its clock
@@ -970,8 +1020,11 @@ static void req_progress(struct sr_qp *qp)
 		}
 		sent++;
 		if (w->opcode == IBV_WR_RDMA_READ) {
-			/* The request covers the rest of its piece: skip the PSNs of its responses. */
-			qp->req.psn = sr_psn_next(w->rd_end_psn);
+			/* The request covers the rest of its piece: skip the PSNs of its responses
+			 * (a retry of the piece before the last one: to the last one's first). */
+			qp->req.psn = sr_psn_next(sr_rd_mid_valid(w) && !sr_psn_gt(qp->req.psn, w->rd_mid_psn)
+							  ? w->rd_mid_psn
+							  : w->rd_end_psn);
 			qp->req.offset += (uint32_t)n;
 		} else {
 			qp->req.psn = sr_psn_next(qp->req.psn);

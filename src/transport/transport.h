@@ -21,6 +21,11 @@ void sr_req_stamp(struct sr_qp *qp);
 /* The payload of each packet of WQE w, were it to start now (req.c). */
 uint32_t sr_req_seg(struct sr_qp *qp, const struct sr_swqe *w);
 uint32_t sr_req_even_seg(const struct sr_qp *qp, const struct sr_swqe *w, uint32_t seg);
+/* READ pieces (req.c): may the next piece of READ w go before the one before is answered;
+ * does the requester wait at such a boundary with room for it now (the completer then calls
+ * sr_req_progress at once). */
+bool sr_req_read_overlap_ok(struct sr_qp *qp, struct sr_swqe *w);
+bool sr_req_read_waits(struct sr_qp *qp);
 /* Go back to psn and resend from there (retransmit); qp lock held. */
 void sr_req_rewind(struct sr_qp *qp, uint32_t psn);
 /* Something sent is not yet acknowledged (the retransmission timer runs). */

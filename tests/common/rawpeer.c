@@ -267,12 +267,12 @@ bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int l
 	return false;
 }
 
-int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
-		      uint32_t len, uint32_t mtu, int skip, uint32_t msn)
+int rp_send_read_resp_part(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
+			   uint32_t len, uint32_t mtu, uint32_t from, uint32_t to, uint32_t msn)
 {
 	uint32_t n = len ? (len + mtu - 1) / mtu : 1;
 
-	for (uint32_t k = 0; k < n; k++) {
+	for (uint32_t k = from; k < to && k < n; k++) {
 		uint8_t hdr[64];
 		uint32_t plen = len - k * mtu < mtu ? len - k * mtu : mtu;
 		uint8_t op = SR_OPC(SR_TR_RC, n == 1 ? SR_OP_READ_RESP_ONLY
@@ -282,8 +282,6 @@ int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const voi
 		const struct sr_opcode_info *oi = &sr_opcode[op];
 		int ret;
 
-		if ((int)k == skip)
-			continue;
 		memset(hdr, 0, sizeof(hdr));
 		sr_bth_build((struct sr_bth *)hdr, op, false, false, 0, SR_DEFAULT_PKEY, dqpn, false,
 			     (psn + k) & 0xffffff);
@@ -295,6 +293,18 @@ int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const voi
 			return ret;
 	}
 	return 0;
+}
+
+int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
+		      uint32_t len, uint32_t mtu, int skip, uint32_t msn)
+{
+	int ret;
+
+	if (skip < 0)
+		return rp_send_read_resp_part(rp, dqpn, psn, data, len, mtu, 0, UINT32_MAX, msn);
+	ret = rp_send_read_resp_part(rp, dqpn, psn, data, len, mtu, 0, (uint32_t)skip, msn);
+	return ret ? ret : rp_send_read_resp_part(rp, dqpn, psn, data, len, mtu, (uint32_t)skip + 1,
+						  UINT32_MAX, msn);
 }
 
 int rp_send_small(struct rawpeer *rp, uint32_t dqpn, uint32_t *psn)

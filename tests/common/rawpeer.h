@@ -72,6 +72,9 @@ bool rp_expect_quiet(struct rawpeer *rp, int timeout_ms, const char *want, int l
  * skip (0-based) is left out, as if lost (-1: none). Returns 0 or errno. */
 int rp_send_read_resp(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
 		      uint32_t len, uint32_t mtu, int skip, uint32_t msn);
+/* The same, packets from .. to - 1 (0-based) only: a response sequence under way. */
+int rp_send_read_resp_part(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, const void *data,
+			   uint32_t len, uint32_t mtu, uint32_t from, uint32_t to, uint32_t msn);
 
 /* Sends an RC ACK (or NAK: syndrome) of PSN psn, MSN 0, to QP dqpn. 0 or errno. */
 int rp_send_ack(struct rawpeer *rp, uint32_t dqpn, uint32_t psn, uint8_t syndrome);

@@ -7,14 +7,17 @@
  * into its socket, lost most of them, and asked again for the rest, which poured again:
  * ib_read_bw -s 8388608 ended in IBV_WC_RETRY_EXC_ERR. So a READ is asked for in pieces of at
  * most the send window (max_inflight packets here), each an ordinary READ request for the next
- * bytes at the next PSNs, the next piece once every response of the previous one is in; a
- * retry asks for the rest of its own piece only (the responder sees a duplicate of that piece).
+ * bytes at the next PSNs; a retry asks for the rest of its own piece only (the responder sees a
+ * duplicate of that piece). The next piece goes once half the window is free (read_overlap),
+ * while the piece before is still answered, when the responder has a slot for a second
+ * request (max_rd_atomic); with max_rd_atomic 1, only after the last response.
  *
  * The peer is a raw UDP socket of this test (tests/common/rawpeer.c) playing the responder:
  * it reads each READ request, checks its PSN, address and length, and answers with hand-made
  * READ responses. SOFTRDMA_MAX_INFLIGHT=32 and a 1024-byte MTU: a READ of 101 packets
- * (102500 bytes) goes as pieces of 32, 32, 32 and 5 packets; after a lost response, as pieces
- * of the smaller window.
+ * (102500 bytes) goes, one request at a time, as pieces of 32, 32, 32 and 5 packets; after a
+ * lost response, as pieces of the smaller window. Two at a time: 32, then 16 after the 16th
+ * response, then 16 more after the first piece's last response, and so on.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -85,6 +88,13 @@ static void expect_quiet(int ms, int line)
 		SR_FAIL("line %d: unexpected %s PSN %u", line, sr_opcode_name(pkt.opcode), pkt.psn);
 }
 
+/* Responses from .. to - 1 of a READ request at psn for bytes [off, off + len). */
+static void part(uint32_t psn, uint32_t off, uint32_t len, uint32_t from, uint32_t to)
+{
+	REQUIRE(rp_send_read_resp_part(&rp, qp->qp_num, psn, remote + off, len, MTU, from, to,
+				       ++msn) == 0);
+}
+
 /* Response packet k (0-based) of a READ request at psn for bytes [off, off + len); skip: a
  * packet index not to send (a loss), or -1. */
 static void respond(uint32_t psn, uint32_t off, uint32_t len, int skip)
@@ -114,7 +124,12 @@ static void run(bool lose)
 		}
 		/* Nothing more until this piece is answered: the window is full of it. */
 		EXPECT_QUIET(30);
-		if (lose && piece == 1) {
+		if (!lose && len == full && len > WIN / 2 * MTU) {
+			/* Half answered, half the window free: still nothing, max_rd_atomic is 1. */
+			part(psn, off, len, 0, WIN / 2);
+			EXPECT_QUIET(30);
+			part(psn, off, len, WIN / 2, WIN);
+		} else if (lose && piece == 1) {
 			/* Response 10 of the second piece is lost: the requester asks again for the
 			 * rest of this piece, not of the READ. */
 			respond(psn, off, len, 10);
@@ -137,6 +152,81 @@ static void run(bool lose)
 	EXPECT_QUIET(30);
 }
 
+static uint32_t pkts(uint32_t len)
+{
+	return (len + MTU - 1) / MTU;
+}
+
+/* Answers every READ request from psn (bytes from off) in full, whatever its length, until
+ * the READ's end: each must start where the one before ended. */
+static bool serve(uint32_t psn, uint32_t off)
+{
+	while (off < LEN) {
+		uint32_t len = 0;
+
+		if (!EXPECT_READ(psn, off, &len))
+			return false;
+		if (!len || off + len > LEN || (off + len < LEN && (len < 16 * MTU || len % MTU))) {
+			SR_FAIL("%u bytes asked for at +%u", len, off);
+			return false;
+		}
+		respond(psn, off, len, -1);
+		psn = psn_add(psn, pkts(len));
+		off += len;
+	}
+	next_psn = psn;
+	return true;
+}
+
+/* max_rd_atomic 16: the next piece goes once half the window is free, and a retry asks for the
+ * rest of its own piece, then for the piece after it again. */
+static void run_overlap(void)
+{
+	const uint32_t half = WIN / 2;
+	uint32_t p0 = next_psn, len, rest;
+	struct ibv_wc wc;
+
+	memset(lb.p, 0, LEN);
+	REQUIRE(vu_post_rdma(qp, 8, IBV_WR_RDMA_READ, lb.mr, lb.p, LEN, RVA, RKEY,
+			     IBV_SEND_SIGNALED) == 0);
+	len = WIN * MTU;
+	if (!EXPECT_READ(p0, 0, &len))
+		return;
+	EXPECT_QUIET(30);
+	part(p0, 0, WIN * MTU, 0, half - 1);	/* one short of half the window free */
+	EXPECT_QUIET(30);
+	part(p0, 0, WIN * MTU, half - 1, half);
+	len = half * MTU;			/* asked while the first piece is answered */
+	if (!EXPECT_READ(psn_add(p0, WIN), WIN * MTU, &len))
+		return;
+	part(p0, 0, WIN * MTU, half, WIN);	/* its last response: its slot is free */
+	len = half * MTU;
+	if (!EXPECT_READ(psn_add(p0, WIN + half), (WIN + half) * MTU, &len))
+		return;
+	EXPECT_QUIET(30);			/* two outstanding, the window full */
+
+	/* Response 10 of the second piece is lost: the rest of that piece, then the third again
+	 * (two duplicates, each of one request the responder knows). */
+	respond(psn_add(p0, WIN), WIN * MTU, half * MTU, 10);
+	rest = (half - 10) * MTU;
+	if (!EXPECT_READ(psn_add(p0, WIN + 10), (WIN + 10) * MTU, &rest))
+		return;
+	len = half * MTU;
+	if (!EXPECT_READ(psn_add(p0, WIN + half), (WIN + half) * MTU, &len))
+		return;
+	respond(psn_add(p0, WIN + 10), (WIN + 10) * MTU, rest, -1);
+	respond(psn_add(p0, WIN + half), (WIN + half) * MTU, half * MTU, -1);
+	/* The rest in pieces of the window the loss left. */
+	if (!serve(psn_add(p0, 2 * WIN), 2 * WIN * MTU))
+		return;
+	REQUIRE(vu_wait(cq, &wc, 2000) == 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 8);
+	CHECK_EQ(wc.byte_len, LEN);
+	CHECK(!memcmp(lb.p, remote, LEN));
+	EXPECT_QUIET(30);
+}
+
 int main(void)
 {
 	struct vu_conn_cfg c;
@@ -153,13 +243,20 @@ int main(void)
 	vu_conn_cfg_raw(&c, PSN0, 0);
 	c.mtu = IBV_MTU_1024;
 	c.timeout = 20;		/* 4.3 s: no timeout retry while this test takes its time */
+	c.max_rd_atomic = 1;
 	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 
-	printf("a READ of 101 packets through a window of 32\n");
+	printf("a READ of 101 packets through a window of 32, max_rd_atomic 1\n");
 	run(false);
 	printf("... with a response lost in the second piece\n");
 	run(true);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
 
+	printf("the same READ, max_rd_atomic 16: two requests outstanding\n");
+	c.max_rd_atomic = 16;
+	next_psn = PSN0;
+	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
+	run_overlap();
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
