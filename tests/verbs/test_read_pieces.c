@@ -205,6 +205,16 @@ static void run_overlap(void)
 		return;
 	EXPECT_QUIET(30);			/* two outstanding, the window full */
 
+	/* A LAST response where neither request ends (at the second piece's first PSN): dropped
+	 * and counted, nothing asked again, nothing completed. */
+	int64_t unexpected = vu_stat("drop_unexpected");
+
+	REQUIRE(rp_send_read_resp_part(&rp, qp->qp_num, psn_add(p0, WIN - 1), remote + WIN * MTU - MTU,
+				       2 * MTU, MTU, 1, 2, ++msn) == 0);
+	EXPECT_QUIET(30);
+	CHECK_EQ(vu_stat("drop_unexpected") - unexpected, 1);
+	CHECK_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+
 	/* Response 10 of the second piece is lost: the rest of that piece, then the third again
 	 * (two duplicates, each of one request the responder knows). */
 	respond(psn_add(p0, WIN), WIN * MTU, half * MTU, 10);
