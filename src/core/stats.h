@@ -31,6 +31,7 @@
 	X(tx_mmsg_sends, "sendmmsg calls that sent several runs (GSO sends of one packet length) at once") \
 	X(tx_write_fshort, "RDMA WRITEs whose FIRST packet carried the segment less its RETH, all packets but the LAST then one size (the peer takes it: parameter seg_fshort)") \
 	X(tx_write_even, "RDMA WRITEs cut evenly: FIRST P - 16 bytes, every later packet P but a LAST that may be shorter, all those one datagram size (the peer takes it: parameter seg_even)") \
+	X(tx_read_overlap, "RDMA READ requests for the next piece of a READ sent while the piece before was still being answered (parameter read_overlap)") \
 	X(rx_placed_checked, "RC WRITE and SEND packets, and RC READ responses, placed and ICRC-checked in one pass (MIDDLE of the message in progress, resp.c sr_resp_place; of the oldest WQE's READ, comp.c sr_comp_place)") \
 	X(rx_id_refused, "packets from a softrdma sender whose ICRC matched only with an IPv4 ID such a sender never uses, dropped as drop_icrc (corruption; or a path that rewrites IP IDs: param icrc_id_strict)") \
 	X(rx_id_recovered, "IPv4 packets whose IP ID was not the one expected, recovered from the ICRC (Linux rxe; a GSO batch cut before a receiver without GRO)") \

@@ -62,10 +62,8 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 {
 	uint32_t psn = qp->req.psn, end;
 
-	if (sr_rd_mid_valid(w) && !sr_psn_gt(psn, w->rd_mid_psn)) {
-		end = ((uint32_t)sr_psn_diff(w->rd_mid_psn, w->first_psn) + 1) * w->seg;
-		return end;	/* rd_mid_psn is never the READ's last PSN */
-	}
+	if (sr_rd_mid_valid(w) && !sr_psn_gt(psn, w->rd_mid_psn))	/* (never the READ's last) */
+		return ((uint32_t)sr_psn_diff(w->rd_mid_psn, w->first_psn) + 1) * w->seg;
 	/* rd_end_psn is first_psn - 1 until a piece is asked for. */
 	if (sr_psn_lt(w->rd_end_psn, w->first_psn) || sr_psn_gt(psn, w->rd_end_psn)) {
 		int32_t inflight = sr_psn_diff(psn, qp->comp.psn);
@@ -79,6 +77,7 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
 			/* The piece before is still being answered: two outstanding. */
 			w->rd_mid_psn = w->rd_end_psn;
 			qp->req.rd_extra++;
+			sr_stat_inc(&qp->nic->stats, SR_STAT_tx_read_overlap);
 		}
 		w->rd_end_psn = sr_psn_add(psn, (int32_t)(left < room ? left : room) - 1);
 	}
@@ -91,7 +90,7 @@ static uint32_t read_piece_end(struct sr_qp *qp, struct sr_swqe *w)
  * ask for the next one before the last response of the one before is in? A READ piece waits
  * for its turnaround otherwise: at a path MTU of 1024 a window of 128 responses is ~52 us of
  * data, and the next request, its trip and the responder's first answer add ~8 us to each
- * (bench/README.md, "READ at MTU 1500"). It may when half the window is free (so pieces stay
+ * (bench/README.md, "READ in overlapping pieces"). It may when half the window is free (so pieces stay
  * large: the responder answers each with one pass), at most two requests of w are outstanding,
  * and the peer's responder has a slot for one more (max_rd_atomic: each request outstanding
  * holds one there until its responses are all sent, IBA 9.5.9; rd_extra counts the second
