@@ -17,7 +17,8 @@
  * READ responses. SOFTRDMA_MAX_INFLIGHT=32 and a 1024-byte MTU: a READ of 101 packets
  * (102500 bytes) goes, one request at a time, as pieces of 32, 32, 32 and 5 packets; after a
  * lost response, as pieces of the smaller window. Two at a time: 32, then 16 after the 16th
- * response, then 16 more after the first piece's last response, and so on.
+ * response, then 16 more after the first piece's last response, and so on. Last, a READ of 256
+ * packets between two QPs of this process, answered by softrdma's own responder.
  */
 #include "sr_test.h"
 #include "verbs_util.h"
@@ -237,6 +238,37 @@ static void run_overlap(void)
 	EXPECT_QUIET(30);
 }
 
+/* The same through softrdma's own responder (two QPs of this process, by packets): a READ of
+ * 256 packets through the window of 32, data checked, and some of its requests sent while the
+ * piece before was answered (tx_read_overlap). */
+static void run_pair(void)
+{
+	const uint32_t len = 256 * MTU;
+	struct vu_conn_cfg c;
+	struct vu_buf src, dst;
+	struct vu_pair p;
+	struct ibv_wc wc;
+	int64_t overlap = vu_stat("tx_read_overlap");
+
+	REQUIRE(vu_buf_alloc(&dev, &src, len, VU_ACCESS_ALL) == 0);
+	REQUIRE(vu_buf_alloc(&dev, &dst, len, VU_ACCESS_ALL) == 0);
+	vu_fill(src.p, len, 5);
+	memset(dst.p, 0, len);
+	vu_conn_cfg_default(&c);
+	c.mtu = IBV_MTU_1024;
+	REQUIRE(vu_pair_create(&dev, NULL, &c, &p) == 0);
+	REQUIRE(vu_post_rdma(p.qp[0], 9, IBV_WR_RDMA_READ, dst.mr, dst.p, len, (uintptr_t)src.p,
+			     src.mr->rkey, IBV_SEND_SIGNALED) == 0);
+	REQUIRE(vu_wait(p.scq[0], &wc, 5000) == 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 9);
+	CHECK(!memcmp(dst.p, src.p, len));
+	CHECK(vu_stat("tx_read_overlap") > overlap);
+	vu_pair_destroy(&p);
+	vu_buf_free(&src);
+	vu_buf_free(&dst);
+}
+
 int main(void)
 {
 	struct vu_conn_cfg c;
@@ -244,6 +276,7 @@ int main(void)
 	sr_test_timeout(60);
 	setenv("SOFTRDMA_MAX_INFLIGHT", "32", 1);
 	setenv("SOFTRDMA_RTO_MIN_US", "1000000", 1);	/* no fast retransmission while we wait */
+	setenv("SOFTRDMA_DIRECT", "0", 1);	/* run_pair: packets, not the same-host path */
 	REQUIRE(vu_open(&dev) == 0);
 	REQUIRE(vu_buf_alloc(&dev, &lb, LEN, VU_ACCESS_ALL) == 0);
 	REQUIRE(rp_open(&rp, &dev.gid) == 0);
@@ -268,6 +301,9 @@ int main(void)
 	qp = vu_qp_connect_raw(&dev, cq, NULL, &c, &rp.gid, FAKE_QPN);
 	run_overlap();
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
+
+	printf("a READ of 256 packets through softrdma's responder\n");
+	run_pair();
 	CHECK_EQ(ibv_destroy_cq(cq), 0);
 	rp_close(&rp);
 	vu_buf_free(&lb);
