@@ -106,17 +106,24 @@ bool sr_req_read_overlap_ok(struct sr_qp *qp, struct sr_swqe *w)
 	       qp->req.rd_atomic + qp->req.rd_extra < qp->attr.max_rd_atomic;
 }
 
-/* The requester waits at a READ piece boundary (see above), and a response just made room for
- * the next piece: the completer calls the requester now, not at the piece's last response. */
+/* Does the requester, at WQE w (req.idx), stand past every piece asked of a READ under way,
+ * with responses still to come? The next piece then waits for sr_req_read_overlap_ok. */
+static bool read_at_boundary(const struct sr_qp *qp, const struct sr_swqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ && qp->req.offset &&
+	       sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn;
+}
+
+/* The requester waits at a READ piece boundary, and a response just made room for the next
+ * piece: the completer calls the requester now, not at the piece's last response. */
 bool sr_req_read_waits(struct sr_qp *qp)
 {
 	struct sr_swqe *w;
 
-	if (qp->req.idx == qp->sq.head || !qp->req.offset)
+	if (qp->req.idx == qp->sq.head)
 		return false;
 	w = sr_sq_at(&qp->sq, qp->req.idx);
-	return w->opcode == IBV_WR_RDMA_READ && qp->req.psn == sr_psn_next(w->rd_end_psn) &&
-	       qp->comp.psn != qp->req.psn && sr_req_read_overlap_ok(qp, w);
+	return read_at_boundary(qp, w) && sr_req_read_overlap_ok(qp, w);
 }
 
 /*
@@ -976,7 +983,7 @@ static void req_progress(struct sr_qp *qp)
 					   : sr_npkts(w->length + w->seg_cut, w->seg);
 			w->last_psn = sr_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 			w->rd_end_psn = sr_psn_add(w->first_psn, -1);	/* no piece asked for yet */
-			w->rd_mid_psn = w->rd_end_psn;
+			w->rd_mid_psn = sr_psn_add(w->first_psn, -1);	/* nor two outstanding */
 			w->state = SR_WQE_SENDING;
 			qp->req.offset = 0;
 		} else if (w->state == SR_WQE_SENT) {
@@ -991,9 +998,7 @@ static void req_progress(struct sr_qp *qp)
 		}
 		/* The next piece of a READ once every response of the previous one is in, or
 		 * once half the window is free (sr_req_read_overlap_ok). */
-		if (w->opcode == IBV_WR_RDMA_READ && qp->req.offset &&
-		    sr_psn_gt(qp->req.psn, w->rd_end_psn) && qp->comp.psn != qp->req.psn &&
-		    !sr_req_read_overlap_ok(qp, w))
+		if (read_at_boundary(qp, w) && !sr_req_read_overlap_ok(qp, w))
 			break;
 
 		/* First sent (comp.c, repair_answered); the pass's first packet shares its clock
